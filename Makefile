@@ -1,0 +1,38 @@
+# Quick start: `make demo` runs the product on the embedded default; `make test` runs every test.
+# The first target that needs it creates .venv with the newest Python >= 3.12 it can find.
+
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint format bench scenarios clean
+
+$(STAMP): pyproject.toml
+	@python_bin=$$(scripts/find-python) || exit 1; \
+	if [ ! -x $(PY) ]; then echo "Creating $(VENV) with $$python_bin"; "$$python_bin" -m venv $(VENV) || exit 1; fi
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+demo: $(STAMP)
+	$(PY) -m scheduler.demo
+
+test: $(STAMP)
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: $(STAMP)
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+bench: $(STAMP)
+	$(PY) -m scheduler.bench
+
+scenarios: $(STAMP)
+	$(PY) -m scheduler.scenarios ../shared/scenarios/*.json
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -1,0 +1,121 @@
+"""Independent checks of a plan against the rules no plan may break (DESIGN.md §3).
+
+The checker replays the plan's dispatches in order on a fresh ledger and verifies at each
+step: capacity per unit never exceeded, RESERVE idle capacity never taken by another share,
+borrow ceilings held, cross-share preemption only by a share within its limit and never
+pushing a victim's share below its own limit, in-share victims strictly lower in priority,
+and every RUNNABLE job left with a pending reason and a position.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+
+from scheduler.ledger import Ledger
+from scheduler.model import Dispatch, Job, Plan, Preemption, PreemptionKind, Share, Snapshot
+
+
+class InvariantViolation(AssertionError):
+    """A plan broke a scheduling invariant; the message lists every violation found."""
+
+
+def check_plan(snapshot: Snapshot, plan: Plan) -> None:
+    violations = plan_violations(snapshot, plan)
+    if violations:
+        raise InvariantViolation("; ".join(violations))
+
+
+def plan_violations(snapshot: Snapshot, plan: Plan) -> list[str]:
+    return _Replay(snapshot).run(plan)
+
+
+class _Replay:
+    def __init__(self, snapshot: Snapshot):
+        self.shares = {s.name: s for s in snapshot.shares}
+        self.jobs = {j.id: j for j in snapshot.jobs}
+        self.dispatched = {j.id for j in snapshot.jobs if j.dispatched}
+        self.runnable = {j.id for j in snapshot.jobs if not j.dispatched}
+        self.ledger = Ledger(
+            snapshot.capacity, self.shares, [j for j in snapshot.jobs if j.dispatched]
+        )
+        self.violations: list[str] = []
+
+    def fail(self, message: str) -> None:
+        self.violations.append(message)
+
+    def run(self, plan: Plan) -> list[str]:
+        for dispatch in plan.dispatches:
+            job = self.jobs.get(dispatch.job_id)
+            if job is None or dispatch.job_id not in self.runnable:
+                self.fail(f"{dispatch.job_id} dispatched but was not RUNNABLE")
+                continue
+            self._check_dispatch(dispatch, job)
+        self._check_pending(plan)
+        return self.violations
+
+    def _check_dispatch(self, dispatch: Dispatch, job: Job) -> None:
+        share = self.shares[job.share]
+        unit = job.unit
+        for preemption in dispatch.preempted:
+            self._check_preemption(preemption, job, share)
+        slack_before = self.ledger.reserve_slack(unit)
+        within_quota = self.ledger.within_quota(share, job)
+        if share.limit(unit) <= 0:
+            self.fail(f"{job.id} dispatched on {unit}, for which share {share.name} has no limit")
+        if not self.ledger.within_ceiling(share, job):
+            self.fail(f"{job.id} takes share {share.name} past its ceiling on {unit}")
+        if not within_quota and dispatch.preempted:
+            self.fail(f"{job.id} preempted jobs while borrowing")
+        self.ledger.add(job, share)
+        self.runnable.discard(job.id)
+        self.dispatched.add(job.id)
+        if self.ledger.free(unit) < 0:
+            self.fail(f"{job.id} puts {unit} over capacity ({self.ledger.free(unit)} free)")
+        if self.ledger.reserve_slack(unit) < min(0, slack_before):
+            self.fail(f"{job.id} takes idle capacity a RESERVE share holds on {unit}")
+        if dispatch.borrowing != self.ledger.is_borrowing(share, unit):
+            self.fail(f"{job.id} borrowing flag is {dispatch.borrowing}, ledger disagrees")
+
+    def _check_preemption(self, preemption: Preemption, preemptor: Job, share: Share) -> None:
+        victim = self.jobs.get(preemption.job_id)
+        if victim is None or victim.id not in self.dispatched or victim.dispatched_at is None:
+            self.fail(f"{preemption.job_id} preempted but was not dispatched before the tick")
+            return
+        owner = self.shares[victim.share]
+        if preemption.kind is PreemptionKind.IN_SHARE:
+            if owner is not share:
+                self.fail(f"in-share victim {victim.id} is in another share")
+            if victim.priority >= preemptor.priority:
+                self.fail(
+                    f"in-share victim {victim.id} is not lower in priority than {preemptor.id}"
+                )
+        else:
+            if owner is share:
+                self.fail(f"cross-share victim {victim.id} is in the preemptor's own share")
+            if not self.ledger.within_quota(share, preemptor):
+                self.fail(f"{preemptor.id} preempts across shares while it would be borrowing")
+        self.ledger.remove(victim, owner)
+        self.dispatched.discard(victim.id)
+        self.runnable.add(victim.id)
+        if preemption.kind is PreemptionKind.CROSS_SHARE and self.ledger.used(
+            owner, victim.unit
+        ) < owner.limit(victim.unit):
+            self.fail(f"preempting {victim.id} pushes share {owner.name} below its limit")
+
+    def _check_pending(self, plan: Plan) -> None:
+        if set(plan.pending) != self.runnable:
+            missing = sorted(self.runnable - set(plan.pending))[:5]
+            extra = sorted(set(plan.pending) - self.runnable)[:5]
+            self.fail(
+                f"pending reasons do not match RUNNABLE jobs (missing {missing}, extra {extra})"
+            )
+            return
+        per_share: dict[str, list[int]] = defaultdict(list)
+        for job_id, pending in plan.pending.items():
+            per_share[self.jobs[job_id].share].append(pending.position_in_share)
+        for name, positions in per_share.items():
+            if sorted(positions) != list(range(1, len(positions) + 1)):
+                self.fail(f"positions in share {name} are not 1..{len(positions)}")
+        queue_positions = Counter(p.position_in_queue for p in plan.pending.values())
+        if sorted(queue_positions) != list(range(1, len(plan.pending) + 1)):
+            self.fail("positions in the queue are not 1..N")

@@ -1,0 +1,144 @@
+"""Plain data in and out of the planner: the snapshot of one job queue and the plan for one tick.
+
+Everything here is immutable and built from the standard library only, so the planner can be
+fed by the database bridge, the scenario runner, the benchmarks and property tests alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import NamedTuple
+
+
+class Strategy(StrEnum):
+    """How a quota share's idle capacity is shared (AWS resourceSharingConfiguration.strategy)."""
+
+    RESERVE = "RESERVE"
+    LEND = "LEND"
+    LEND_AND_BORROW = "LEND_AND_BORROW"
+
+
+class Ordering(StrEnum):
+    """Head-of-line policy inside a share."""
+
+    STRICT = "STRICT"
+    BEST_EFFORT = "BEST_EFFORT"
+
+
+class PreemptionKind(StrEnum):
+    CROSS_SHARE = "cross_share"
+    IN_SHARE = "in_share"
+
+
+class PendingReason(StrEnum):
+    """Why a RUNNABLE job did not start, in the order the planner checks them."""
+
+    NO_CAPACITY_LIMIT_FOR_UNIT = "NO_CAPACITY_LIMIT_FOR_UNIT"
+    BEHIND_SHARE_HEAD = "BEHIND_SHARE_HEAD"
+    WAITING_FOR_CAPACITY = "WAITING_FOR_CAPACITY"
+    SHARE_AT_LIMIT = "SHARE_AT_LIMIT"
+    BORROW_LIMIT_REACHED = "BORROW_LIMIT_REACHED"
+    NOTHING_TO_BORROW = "NOTHING_TO_BORROW"
+
+
+UNLIMITED_BORROW = -1
+
+
+@dataclass(frozen=True, slots=True)
+class Share:
+    """A quota share: a virtual queue with per-unit limits and a sharing strategy."""
+
+    name: str
+    limits: Mapping[str, int]
+    strategy: Strategy = Strategy.LEND
+    borrow_limit: int = UNLIMITED_BORROW
+    in_share_preemption: bool = False
+    enabled: bool = True
+
+    def limit(self, unit: str) -> int:
+        return self.limits.get(unit, 0)
+
+    def ceiling(self, unit: str) -> int | None:
+        """Most instances of `unit` the share may use; None means only capacity bounds it."""
+        limit = self.limits.get(unit, 0)
+        if self.strategy is not Strategy.LEND_AND_BORROW:
+            return limit
+        if self.borrow_limit == UNLIMITED_BORROW:
+            return None
+        # AWS expresses the borrow limit as a percentage of the limit; partial instances round down.
+        return limit + limit * self.borrow_limit // 100
+
+    @property
+    def reserves_idle(self) -> bool:
+        """A DISABLED share lends its idle capacity whatever its strategy."""
+        return self.enabled and self.strategy is Strategy.RESERVE
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A RUNNABLE job (dispatched_at is None) or a dispatched one (SCHEDULED/STARTING/RUNNING)."""
+
+    id: str
+    share: str
+    unit: str
+    quantity: int
+    priority: int
+    created_at: float
+    dispatched_at: float | None = None
+
+    @property
+    def dispatched(self) -> bool:
+        return self.dispatched_at is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """One job queue as the planner sees it: capacity per unit, shares, and its active jobs."""
+
+    capacity: Mapping[str, int]
+    shares: tuple[Share, ...]
+    jobs: tuple[Job, ...]
+    ordering: Ordering = Ordering.STRICT
+
+
+@dataclass(frozen=True, slots=True)
+class Preemption:
+    job_id: str
+    kind: PreemptionKind
+    preemptor_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Dispatch:
+    """One job started, after the listed victims were preempted to make room for it."""
+
+    job_id: str
+    borrowing: bool = False
+    preempted: tuple[Preemption, ...] = ()
+
+
+class Pending(NamedTuple):
+    """Why a job is still RUNNABLE after the tick, and where it stands (1-based positions)."""
+
+    reason: PendingReason
+    position_in_share: int
+    position_in_queue: int
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """The outcome of one tick: dispatches in the order they were decided, and pending reasons."""
+
+    now: float
+    dispatches: tuple[Dispatch, ...] = ()
+    pending: Mapping[str, Pending] = field(default_factory=dict)
+
+    @property
+    def preemptions(self) -> tuple[Preemption, ...]:
+        return tuple(p for d in self.dispatches for p in d.preempted)
+
+    @property
+    def dispatched_ids(self) -> tuple[str, ...]:
+        return tuple(d.job_id for d in self.dispatches)

@@ -1,0 +1,187 @@
+"""plan_tick: the quota-share scheduling algorithm of DESIGN.md §3, as a pure function.
+
+One tick runs three steps in a fixed order:
+
+1. Within quota: heads that keep their share within its limit start, lowest usage ratio first,
+   reclaiming lent capacity from borrowing shares when free capacity does not cover them.
+2. In-share preemption: a blocked head of a share with in_share_preemption preempts strictly
+   lower-priority jobs of its own share when that lets it start.
+3. Borrowing: remaining heads take lendable capacity within their share's ceiling, oldest job
+   first across shares (the FIFO idle-resource-assignment strategy). Borrowing never preempts.
+
+Every iteration order is fixed by explicit keys, so the same snapshot gives the same plan
+whatever order its jobs and shares arrive in. Victims are only jobs that were already
+dispatched before the tick, and a job preempted in a tick does not start again in that tick.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import defaultdict
+
+from scheduler.ledger import Ledger
+from scheduler.model import (
+    Dispatch,
+    Job,
+    Plan,
+    Preemption,
+    PreemptionKind,
+    Share,
+    Snapshot,
+)
+from scheduler.pending import pending_reasons
+from scheduler.queues import ShareQueue
+from scheduler.victims import VictimPool
+
+
+def plan_tick(snapshot: Snapshot, now: float) -> Plan:
+    """Decide which jobs start and which are preempted in one tick of one job queue."""
+    return _Tick(snapshot, now).run()
+
+
+def _group_runnable(snapshot: Snapshot, shares: dict[str, Share]) -> dict[str, list]:
+    grouped: dict[str, list] = {name: [] for name in shares}
+    for job in snapshot.jobs:
+        if job.dispatched_at is None:
+            try:
+                grouped[job.share].append((-job.priority, job.created_at, job.id, job))
+            except KeyError:
+                raise ValueError(f"job {job.id} names unknown share {job.share!r}") from None
+    for entries in grouped.values():
+        entries.sort()
+    return grouped
+
+
+class _Tick:
+    def __init__(self, snapshot: Snapshot, now: float):
+        self.now = now
+        self.ordering = snapshot.ordering
+        self.shares = {share.name: share for share in sorted(snapshot.shares, key=_share_name)}
+        dispatched = [job for job in snapshot.jobs if job.dispatched_at is not None]
+        self.ledger = Ledger(snapshot.capacity, self.shares, dispatched)
+        self.victims = VictimPool(dispatched)
+        grouped = _group_runnable(snapshot, self.shares)
+        self.queues = {
+            name: ShareQueue(share, self.ordering, grouped[name])
+            for name, share in self.shares.items()
+        }
+        self.dispatches: list[Dispatch] = []
+        self.preempted: dict[str, list[Job]] = defaultdict(list)
+
+    def run(self) -> Plan:
+        self.start_within_quota()
+        self.preempt_within_shares()
+        self.borrow_idle_capacity()
+        pending = pending_reasons(self.queues, self.preempted, self.ledger, self.ordering)
+        return Plan(now=self.now, dispatches=tuple(self.dispatches), pending=pending)
+
+    # -- step 1 ---------------------------------------------------------------------------
+
+    def start_within_quota(self) -> None:
+        heap = [entry for queue in self.queues.values() if (entry := self._quota_entry(queue))]
+        heapq.heapify(heap)
+        while heap:
+            entry = heapq.heappop(heap)
+            queue = self.queues[entry[3]]
+            job = queue.candidate
+            # A preemption elsewhere may have changed this share's candidate since it was queued.
+            if job is not None and job.id == entry[4] and not self._start_within_quota(queue, job):
+                queue.give_up_on_candidate()
+            if entry := self._quota_entry(queue):
+                heapq.heappush(heap, entry)
+
+    def _quota_entry(self, queue: ShareQueue) -> tuple | None:
+        """Heap key for a share whose candidate stays within quota: lowest usage ratio first."""
+        job = queue.candidate
+        if job is None or not self.ledger.within_quota(queue.share, job):
+            return None
+        share = queue.share
+        ratio = self.ledger.used(share, job.unit) / share.limit(job.unit)
+        return (ratio, -job.priority, job.created_at, share.name, job.id)
+
+    def _start_within_quota(self, queue: ShareQueue, job: Job) -> bool:
+        share = queue.share
+        shortfall = job.quantity - self.ledger.available_to(share, job.unit)
+        if shortfall <= 0:
+            self._dispatch(queue, job)
+            return True
+        if not queue.may_preempt:
+            return False
+        victims = self.victims.reclaimable(self.ledger, share, job.unit, shortfall)
+        if victims is None:
+            return False
+        self._dispatch(queue, job, victims, PreemptionKind.CROSS_SHARE)
+        return True
+
+    # -- step 2 ---------------------------------------------------------------------------
+
+    def preempt_within_shares(self) -> None:
+        for queue in self.queues.values():
+            if queue.share.in_share_preemption:
+                while self._preempt_for_head(queue):
+                    pass
+
+    def _preempt_for_head(self, queue: ShareQueue) -> bool:
+        job = queue.head
+        if job is None or queue.victim_leads or self.ledger.fits(queue.share, job):
+            return False
+        victims = self.victims.in_share(self.ledger, queue.share, job)
+        if victims is None:
+            return False
+        queue.blocked = False
+        self._dispatch(queue, job, victims, PreemptionKind.IN_SHARE)
+        return True
+
+    # -- step 3 ---------------------------------------------------------------------------
+
+    def borrow_idle_capacity(self) -> None:
+        heap = [entry for queue in self.queues.values() if (entry := self._borrow_entry(queue))]
+        heapq.heapify(heap)
+        while heap:
+            queue = self.queues[heapq.heappop(heap)[2]]
+            job = queue.candidate
+            if self.ledger.fits(queue.share, job):
+                self._dispatch(queue, job)
+            else:
+                queue.give_up_on_candidate()
+            if entry := self._borrow_entry(queue):
+                heapq.heappush(heap, entry)
+
+    def _borrow_entry(self, queue: ShareQueue) -> tuple | None:
+        """Heap key (oldest first) for the share's first candidate that fits right now.
+
+        Capacity only shrinks during this step, so a candidate that does not fit now never
+        will this tick: STRICT blocks the share, BEST_EFFORT looks further down the share.
+        """
+        while (job := queue.candidate) is not None:
+            if self.ledger.fits(queue.share, job):
+                return (job.created_at, job.id, queue.share.name)
+            queue.give_up_on_candidate()
+        return None
+
+    # -- applying decisions -----------------------------------------------------------------
+
+    def _dispatch(
+        self,
+        queue: ShareQueue,
+        job: Job,
+        victims: list[Job] = (),
+        kind: PreemptionKind | None = None,
+    ) -> None:
+        preemptions = []
+        for victim in victims:
+            self.ledger.remove(victim, self.shares[victim.share])
+            self.victims.discard(victim)
+            self.preempted[victim.share].append(victim)
+            preemptions.append(Preemption(victim.id, kind, job.id))
+        share = queue.share
+        self.ledger.add(job, share)
+        queue.take(job)
+        for victim in victims:
+            self.queues[victim.share].note_victim(victim)
+        borrowing = self.ledger.is_borrowing(share, job.unit)
+        self.dispatches.append(Dispatch(job.id, borrowing, tuple(preemptions)))
+
+
+def _share_name(share: Share) -> str:
+    return share.name

@@ -1,0 +1,127 @@
+"""Plays a scenario against a World and checks each expectation.
+
+Every `expect` key, every submission marked `expect_error`, every step the world refuses
+unexpectedly and every invariant breach found in a tick becomes one Result line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from scheduler.scenarios.format import Scenario, Step
+from scheduler.scenarios.world import DISPATCHED, Observation, StepRejected, World
+
+START_TIME = 1_000_000.0  # any fixed origin; each step advances the clock by one second
+
+
+@dataclass(frozen=True)
+class Result:
+    passed: bool
+    where: str
+    what: str
+    detail: str = ""
+
+    def line(self) -> str:
+        verdict = "PASS" if self.passed else "FAIL"
+        return f"{verdict} {self.where} {self.what}" + (f": {self.detail}" if self.detail else "")
+
+
+def play(scenario: Scenario, world: World) -> Iterator[Result]:
+    for step in scenario.steps:
+        now = START_TIME + step.index
+        where = f"{scenario.path} step {step.index}"
+        if step.kind == "expect":
+            yield from check_expectations(step.body, world.observe(), where)
+            continue
+        if step.kind == "submit" and step.body.get("expect_error"):
+            yield _expect_rejection(world, step, now, where)
+            continue
+        try:
+            _apply(world, step, now)
+        except StepRejected as err:
+            yield Result(False, where, step.kind, f"rejected: {err}")
+            continue
+        if step.kind == "tick":
+            for violation in world.observe().violations:
+                yield Result(False, where, "invariant", violation)
+
+
+def _expect_rejection(world: World, step: Step, now: float, where: str) -> Result:
+    what = f"submit {step.body['job']} is rejected"
+    try:
+        _apply(world, step, now)
+    except StepRejected as err:
+        return Result(True, where, what, str(err))
+    return Result(False, where, what, "it was accepted")
+
+
+def _apply(world: World, step: Step, now: float) -> None:
+    body = step.body
+    match step.kind:
+        case "submit":
+            world.submit(
+                now,
+                body["job"],
+                body["share"],
+                body["unit"],
+                body.get("quantity", 1),
+                body.get("priority", 0),
+                body.get("preemption_retries"),
+            )
+        case "tick":
+            world.tick(now)
+        case "set_priority":
+            world.set_priority(now, body["job"], body["priority"])
+        case "finish":
+            world.finish(now, body["job"], body["status"])
+        case "terminate":
+            world.terminate(now, body["job"])
+        case "update_share":
+            changes = {k: v for k, v in body.items() if k != "share"}
+            world.update_share(now, body["share"], changes)
+        case "set_capacity":
+            world.set_capacity(now, body)
+
+
+def _with_status(status: str) -> Callable[[Observation], set[str]]:
+    return lambda seen: {job for job, s in seen.status.items() if s == status}
+
+
+def _preempted(kind: str | None) -> Callable[[Observation], set[str]]:
+    return lambda seen: {job for job, k in seen.last_preempted.items() if kind in (None, k)}
+
+
+JOB_SETS: dict[str, Callable[[Observation], set[str]]] = {
+    "dispatched": _with_status(DISPATCHED),
+    "runnable": _with_status("RUNNABLE"),
+    "succeeded": _with_status("SUCCEEDED"),
+    "failed": _with_status("FAILED"),
+    "preempted": _preempted(None),
+    "preempted_cross_share": _preempted("cross_share"),
+    "preempted_in_share": _preempted("in_share"),
+}
+
+
+def check_expectations(expect: dict, seen: Observation, where: str) -> Iterator[Result]:
+    for key, wanted in expect.items():
+        if key in JOB_SETS:
+            got = JOB_SETS[key](seen)
+            ok = got == set(wanted)
+            yield Result(
+                ok, where, key, "" if ok else f"expected {sorted(wanted)}, got {sorted(got)}"
+            )
+        else:
+            got = _mapping(key, wanted, seen)
+            ok = got == wanted
+            yield Result(ok, where, key, "" if ok else f"expected {wanted}, got {got}")
+
+
+def _mapping(key: str, wanted: dict, seen: Observation) -> dict:
+    if key == "usage":
+        return {
+            share: {unit: seen.usage.get(share, {}).get(unit, 0) for unit in units}
+            for share, units in wanted.items()
+        }
+    source = seen.pending_reason if key == "pending_reason" else seen.preempted_count
+    return {job: source.get(job) for job in wanted}

@@ -1,0 +1,110 @@
+"""Choosing whom to preempt: the minimal set of already-dispatched jobs that makes room.
+
+Victim order (both kinds): lowest scheduling priority first, then the most recently
+dispatched, ties broken by the later position in share order. The greedy walk takes
+candidates in that order until the preemptor fits, then walks the chosen set backwards and
+drops every victim the preemptor turns out not to need.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from itertools import takewhile
+
+from scheduler.ledger import Ledger
+from scheduler.model import Job, Share
+
+
+def _victim_order(job: Job) -> tuple:
+    # Sorted in reverse: priority ascending, dispatched_at, created_at and id descending.
+    return (-job.priority, job.dispatched_at, job.created_at, job.id)
+
+
+class VictimPool:
+    """The jobs dispatched before this tick, per unit in victim order, built on first use."""
+
+    def __init__(self, dispatched: Iterable[Job]):
+        self._by_unit: dict[str, list[Job]] = defaultdict(list)
+        for job in dispatched:
+            self._by_unit[job.unit].append(job)
+        self._sorted: set[str] = set()
+        self._by_share: dict[str, dict[str, list[Job]]] = {}
+        self._gone: set[str] = set()
+
+    def _in_order(self, unit: str) -> list[Job]:
+        jobs = self._by_unit.get(unit, [])
+        if unit not in self._sorted:
+            jobs.sort(key=_victim_order, reverse=True)
+            self._sorted.add(unit)
+        return jobs
+
+    def _of_share(self, unit: str, share: str) -> list[Job]:
+        if unit not in self._by_share:
+            grouped: dict[str, list[Job]] = defaultdict(list)
+            for job in self._in_order(unit):
+                grouped[job.share].append(job)
+            self._by_share[unit] = grouped
+        return self._by_share[unit].get(share, [])
+
+    def discard(self, job: Job) -> None:
+        self._gone.add(job.id)
+
+    def reclaimable(
+        self, ledger: Ledger, share: Share, unit: str, shortfall: int
+    ) -> list[Job] | None:
+        """Cross-share: borrowers' jobs whose loss leaves each share at or above its limit."""
+        shares = ledger.shares
+        released: dict[str, int] = defaultdict(int)
+
+        def may_take(job: Job) -> bool:
+            owner = shares[job.share]
+            if owner is share:
+                return False
+            left = ledger.used(owner, unit) - released[job.share] - job.quantity
+            if left < owner.limit(unit):
+                return False
+            released[job.share] += job.quantity
+            return True
+
+        return _minimal_set(
+            self._in_order(unit), self._gone, may_take, lambda freed: freed >= shortfall
+        )
+
+    def in_share(self, ledger: Ledger, share: Share, head: Job) -> list[Job] | None:
+        """In-share: strictly lower-priority jobs of the share whose removal lets the head start."""
+        available = ledger.available_to(share, head.unit)
+        own = self._of_share(head.unit, share.name)
+        lower = list(takewhile(lambda job: job.priority < head.priority, own))
+
+        def enough(freed: int) -> bool:
+            return available + freed >= head.quantity and ledger.within_ceiling(share, head, freed)
+
+        return _minimal_set(lower, self._gone, _any_job, enough)
+
+
+def _minimal_set(
+    candidates: list[Job],
+    gone: set[str],
+    may_take: Callable[[Job], bool],
+    enough: Callable[[int], bool],
+) -> list[Job] | None:
+    chosen: list[Job] = []
+    freed = 0
+    for job in candidates:
+        if enough(freed):
+            break
+        if job.id not in gone and may_take(job):
+            chosen.append(job)
+            freed += job.quantity
+    if not enough(freed):
+        return None
+    for job in reversed(chosen[:]):
+        if enough(freed - job.quantity):
+            chosen.remove(job)
+            freed -= job.quantity
+    return chosen
+
+
+def _any_job(job: Job) -> bool:
+    return True
