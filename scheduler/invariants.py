@@ -59,13 +59,10 @@ class _Replay:
         for preemption in dispatch.preempted:
             self._check_preemption(preemption, job, share)
         slack_before = self.ledger.reserve_slack(unit)
-        within_quota = self.ledger.within_quota(share, job)
         if share.limit(unit) <= 0:
             self.fail(f"{job.id} dispatched on {unit}, for which share {share.name} has no limit")
         if not self.ledger.within_ceiling(share, job):
             self.fail(f"{job.id} takes share {share.name} past its ceiling on {unit}")
-        if not within_quota and dispatch.preempted:
-            self.fail(f"{job.id} preempted jobs while borrowing")
         self.ledger.add(job, share)
         self.runnable.discard(job.id)
         self.dispatched.add(job.id)

@@ -19,6 +19,9 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Mapping
+from functools import partial
+from itertools import accumulate, repeat
+from operator import add, attrgetter, itemgetter
 
 from scheduler.ledger import Ledger
 from scheduler.model import Job, Ordering, Pending, PendingReason, Share, Strategy
@@ -66,18 +69,22 @@ def _share_rank_key(ledger: Ledger, share: Share, entries: list[tuple]) -> tuple
 def _reasons(ledger: Ledger, share: Share, entries: list[tuple], ordering: Ordering) -> list:
     if ordering is Ordering.BEST_EFFORT:
         return [reason_for(ledger, share, e[3]) for e in entries]
-    reasons = []
-    head_seen = False
-    for entry in entries:
-        job = entry[3]
-        if share.limit(job.unit) <= 0:
-            reasons.append(_R.NO_CAPACITY_LIMIT_FOR_UNIT)
-        elif head_seen:
-            reasons.append(_R.BEHIND_SHARE_HEAD)
-        else:
-            reasons.append(reason_for(ledger, share, job))
-            head_seen = True
+    # STRICT: everything but the head is BEHIND_SHARE_HEAD, or stranded on a unit without a
+    # limit. Written as C-level maps because this runs once per RUNNABLE job every tick.
+    has_limit = {unit for unit, limit in share.limits.items() if limit > 0}.__contains__
+    choice = (_R.NO_CAPACITY_LIMIT_FOR_UNIT, _R.BEHIND_SHARE_HEAD).__getitem__
+    reasons = list(map(choice, map(has_limit, map(_unit, map(_job, entries)))))
+    try:
+        head = reasons.index(_R.BEHIND_SHARE_HEAD)
+    except ValueError:
+        return reasons
+    reasons[head] = reason_for(ledger, share, entries[head][3])
     return reasons
+
+
+_job = itemgetter(3)
+_unit = attrgetter("unit")
+_job_id = itemgetter(2)
 
 
 def pending_reasons(
@@ -93,24 +100,30 @@ def pending_reasons(
             rank = _share_rank_key(ledger, queue.share, entries)
             per_share.append((rank, entries, _reasons(ledger, queue.share, entries, ordering)))
     per_share.sort(key=lambda item: item[0])
+    return _number_in_queue_order([(entries, reasons) for _, entries, reasons in per_share])
 
-    # Queue position: round k holds every share's k-th job, shares in rank order.
-    rounds: list[list[str]] = []
-    for _, entries, _ in per_share:
-        for k, entry in enumerate(entries):
-            if k == len(rounds):
-                rounds.append([])
-            rounds[k].append(entry[2])
-    queue_position = {}
-    position = 0
-    for round_ids in rounds:
-        for job_id in round_ids:
-            position += 1
-            queue_position[job_id] = position
 
-    pending = {}
-    for _, entries, reasons in per_share:
-        for index, (entry, reason) in enumerate(zip(entries, reasons, strict=True)):
-            job_id = entry[2]
-            pending[job_id] = Pending(reason, index + 1, queue_position[job_id])
+def _number_in_queue_order(ranked: list[tuple[list, list]]) -> dict[str, Pending]:
+    """Round k holds every share's k-th job, shares in rank order; number jobs in that order.
+
+    Round k starts at 1 + the sizes of rounds 0..k-1, and a share's place inside round k is
+    the number of higher-ranked shares that also have a k-th job.
+    """
+    if not ranked:
+        return {}
+    longest = max(len(entries) for entries, _ in ranked)
+    ending_at = [0] * longest
+    for entries, _ in ranked:
+        ending_at[len(entries) - 1] += 1
+    round_sizes = list(accumulate(reversed(ending_at)))[::-1]  # shares with a k-th job
+    round_start = list(accumulate(round_sizes, initial=1))
+    numbered = [0] * longest
+    make = partial(tuple.__new__, Pending)
+    pending: dict[str, Pending] = {}
+    for entries, reasons in ranked:
+        n = len(entries)
+        in_queue = list(map(add, round_start[:n], numbered[:n]))
+        numbered[:n] = map(add, numbered[:n], repeat(1, n))
+        rows = map(make, zip(reasons, range(1, n + 1), in_queue, strict=True))
+        pending.update(zip(map(_job_id, entries), rows, strict=True))
     return pending

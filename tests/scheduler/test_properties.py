@@ -1,0 +1,127 @@
+"""Property-based tests: random snapshots never make the planner break an invariant.
+
+The snapshots include what real queues drift into: capacity lowered below usage, limits
+lowered below usage, jobs on units their share no longer has a limit for, disabled shares,
+gang jobs, several units per share, and many ties in priority and age.
+"""
+
+from __future__ import annotations
+
+import random
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scheduler import Job, Ordering, Share, Snapshot, Strategy, check_plan, plan_tick
+from scheduler.model import PendingReason
+
+UNITS = ("a100", "h100", "l4")
+
+
+@st.composite
+def shares(draw, count: int) -> list[Share]:
+    result = []
+    for index in range(count):
+        units = draw(st.lists(st.sampled_from(UNITS), min_size=1, max_size=3, unique=True))
+        strategy = draw(st.sampled_from(list(Strategy)))
+        borrow = (
+            draw(st.sampled_from([-1, 0, 25, 50, 100, 200]))
+            if strategy is Strategy.LEND_AND_BORROW
+            else -1
+        )
+        result.append(
+            Share(
+                name=f"s{index}",
+                limits={u: draw(st.integers(1, 6)) for u in units},
+                strategy=strategy,
+                borrow_limit=borrow,
+                in_share_preemption=draw(st.booleans()),
+                enabled=draw(st.integers(0, 4)) > 0,
+            )
+        )
+    return result
+
+
+@st.composite
+def snapshots(draw) -> Snapshot:
+    share_list = draw(shares(draw(st.integers(1, 5))))
+    jobs = []
+    for index in range(draw(st.integers(0, 40))):
+        owner = draw(st.sampled_from(share_list))
+        # Mostly units the share has a limit for, sometimes one it lost.
+        unit = draw(st.sampled_from(sorted(owner.limits) * 4 + list(UNITS)))
+        dispatched = draw(st.booleans())
+        jobs.append(
+            Job(
+                id=f"j{index}",
+                share=owner.name,
+                unit=unit,
+                quantity=draw(st.integers(1, 4)),
+                priority=draw(st.integers(0, 4)),
+                created_at=float(draw(st.integers(0, 8))),
+                dispatched_at=float(draw(st.integers(0, 8))) if dispatched else None,
+            )
+        )
+    capacity = {u: draw(st.integers(0, 16)) for u in UNITS}
+    ordering = draw(st.sampled_from(list(Ordering)))
+    return Snapshot(capacity, tuple(share_list), tuple(jobs), ordering)
+
+
+@settings(max_examples=400, deadline=None)
+@given(snapshots())
+def test_no_plan_breaks_an_invariant(snapshot):
+    check_plan(snapshot, plan_tick(snapshot, 100.0))
+
+
+@settings(max_examples=200, deadline=None)
+@given(snapshots(), st.randoms(use_true_random=False))
+def test_the_same_snapshot_gives_the_same_plan_in_any_input_order(snapshot, rng: random.Random):
+    first = plan_tick(snapshot, 100.0)
+    jobs, share_list = list(snapshot.jobs), list(snapshot.shares)
+    rng.shuffle(jobs)
+    rng.shuffle(share_list)
+    shuffled = Snapshot(snapshot.capacity, tuple(share_list), tuple(jobs), snapshot.ordering)
+    assert plan_tick(snapshot, 100.0) == first
+    assert plan_tick(shuffled, 100.0) == first
+
+
+@settings(max_examples=200, deadline=None)
+@given(snapshots())
+def test_pending_reasons_agree_with_the_share_settings(snapshot):
+    plan = plan_tick(snapshot, 100.0)
+    jobs = {job.id: job for job in snapshot.jobs}
+    shares_by_name = {share.name: share for share in snapshot.shares}
+    for job_id, pending in plan.pending.items():
+        job = jobs[job_id]
+        share = shares_by_name[job.share]
+        has_limit = share.limit(job.unit) > 0
+        assert (pending.reason is PendingReason.NO_CAPACITY_LIMIT_FOR_UNIT) == (not has_limit)
+        if pending.reason is PendingReason.BEHIND_SHARE_HEAD:
+            assert snapshot.ordering is Ordering.STRICT
+        if pending.reason is PendingReason.SHARE_AT_LIMIT:
+            assert share.strategy is not Strategy.LEND_AND_BORROW
+        if pending.reason in (PendingReason.BORROW_LIMIT_REACHED, PendingReason.NOTHING_TO_BORROW):
+            assert share.strategy is Strategy.LEND_AND_BORROW
+        if pending.reason is PendingReason.BORROW_LIMIT_REACHED:
+            assert share.borrow_limit != -1
+
+
+@settings(max_examples=200, deadline=None)
+@given(snapshots())
+def test_a_tick_on_its_own_outcome_preempts_nothing_it_just_started(snapshot):
+    """Applying a plan and planning again never preempts a job the first tick started."""
+    first = plan_tick(snapshot, 100.0)
+    started = set(first.dispatched_ids)
+    victims = {p.job_id for p in first.preemptions}
+    after = []
+    for job in snapshot.jobs:
+        if job.id in started:
+            job = Job(job.id, job.share, job.unit, job.quantity, job.priority, job.created_at, 100.0)
+        elif job.id in victims:
+            job = Job(job.id, job.share, job.unit, job.quantity, job.priority, job.created_at)
+        after.append(job)
+    second_snapshot = Snapshot(snapshot.capacity, snapshot.shares, tuple(after), snapshot.ordering)
+    second = plan_tick(second_snapshot, 101.0)
+    check_plan(second_snapshot, second)
+    cross = {p.job_id for p in second.preemptions if p.kind == "cross_share"}
+    assert not cross & started
