@@ -17,7 +17,11 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(PY) -m scheduler.demo
 
+# The tests run against real services: the machine's PostgreSQL and Redis unless overridden.
+test: export DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/quotaportal
+test: export REDIS_URL ?= redis://127.0.0.1:6379/15
 test: $(STAMP)
+	$(PY) scripts/check_services.py
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)

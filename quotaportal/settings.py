@@ -35,9 +35,7 @@ def envint(name: str, default: int) -> int:
 
 DEBUG = envbool("QP_DEBUG", True)
 # The embedded default is a local demo; any real deployment must set its own key.
-SECRET_KEY = os.environ.get("QP_SECRET_KEY") or (
-    "insecure-local-demo-key" if DEBUG else None
-)
+SECRET_KEY = os.environ.get("QP_SECRET_KEY") or ("insecure-local-demo-key" if DEBUG else None)
 if not SECRET_KEY:
     raise RuntimeError("QP_SECRET_KEY must be set when QP_DEBUG is false")
 ALLOWED_HOSTS = os.environ.get("QP_ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",")

@@ -26,7 +26,11 @@ DEFAULTS = {"runnable": 100_000, "dispatched": 10_000, "shares": 1_000, "units":
 
 
 def synthetic_snapshot(
-    runnable: int, dispatched: int, shares: int, units: int, seed: int = 7,
+    runnable: int,
+    dispatched: int,
+    shares: int,
+    units: int,
+    seed: int = 7,
     ordering: Ordering = Ordering.STRICT,
 ) -> Snapshot:
     rng = random.Random(seed)
@@ -43,15 +47,32 @@ def synthetic_snapshot(
         unit = rng.choice(share_units[name])
         quantity = rng.randint(1, 4)
         used[name, unit] += quantity
-        jobs.append(Job(f"d{index}", name, unit, quantity, rng.randint(0, 99),
-                        created_at=rng.uniform(0, 1000), dispatched_at=rng.uniform(1000, 2000)))
+        jobs.append(
+            Job(
+                f"d{index}",
+                name,
+                unit,
+                quantity,
+                rng.randint(0, 99),
+                created_at=rng.uniform(0, 1000),
+                dispatched_at=rng.uniform(1000, 2000),
+            )
+        )
     share_list = [_synthetic_share(rng, name, share_units[name], used) for name in names]
     for index in range(runnable):
         name = rng.choice(names)
         # One job in a hundred asks for a unit its share has no limit for.
         unit = rng.choice(unit_names if rng.random() < 0.01 else share_units[name])
-        jobs.append(Job(f"r{index}", name, unit, rng.randint(1, 8), rng.randint(0, 99),
-                        created_at=rng.uniform(0, 3000)))
+        jobs.append(
+            Job(
+                f"r{index}",
+                name,
+                unit,
+                rng.randint(1, 8),
+                rng.randint(0, 99),
+                created_at=rng.uniform(0, 3000),
+            )
+        )
     total: dict[str, int] = defaultdict(int)
     for (_, unit), count in used.items():
         total[unit] += count
@@ -84,8 +105,15 @@ def _median_ms(fn, repeat: int) -> tuple[float, object]:
     return statistics.median(timings), result
 
 
-def measure(runnable: int, dispatched: int, shares: int, units: int, repeat: int = 5,
-            seed: int = 7, ordering: Ordering = Ordering.STRICT) -> dict:
+def measure(
+    runnable: int,
+    dispatched: int,
+    shares: int,
+    units: int,
+    repeat: int = 5,
+    seed: int = 7,
+    ordering: Ordering = Ordering.STRICT,
+) -> dict:
     snapshot = synthetic_snapshot(runnable, dispatched, shares, units, seed, ordering)
     waiting = [job for job in snapshot.jobs if job.dispatched_at is None]
     plan_ms, plan = _median_ms(lambda: plan_tick(snapshot, 5000.0), repeat)
@@ -106,16 +134,20 @@ def measure(runnable: int, dispatched: int, shares: int, units: int, repeat: int
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m scheduler.bench", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m scheduler.bench",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     for name, default in DEFAULTS.items():
         parser.add_argument(f"--{name}", type=int, default=default)
     parser.add_argument("--repeat", type=int, default=5, help="runs per timing; the median counts")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--ordering", choices=[o.value for o in Ordering], default="STRICT")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--scaling", action="store_true",
-                        help="also time 1,000 / 10,000 / 100,000 runnable jobs")
+    parser.add_argument(
+        "--scaling", action="store_true", help="also time 1,000 / 10,000 / 100,000 runnable jobs"
+    )
     args = parser.parse_args(argv)
     if min(args.runnable, args.dispatched) < 0 or min(args.shares, args.units, args.repeat) < 1:
         parser.error("sizes must be positive (runnable and dispatched may be 0)")
@@ -124,17 +156,30 @@ def main(argv: list[str] | None = None) -> int:
     for runnable in sizes:
         if not args.json:
             print(f"planning {runnable:,} runnable jobs ...", file=sys.stderr, flush=True)
-        rows.append(measure(runnable, args.dispatched, args.shares, args.units, args.repeat,
-                            args.seed, Ordering(args.ordering)))
+        rows.append(
+            measure(
+                runnable,
+                args.dispatched,
+                args.shares,
+                args.units,
+                args.repeat,
+                args.seed,
+                Ordering(args.ordering),
+            )
+        )
     if args.json:
         print(json.dumps(rows[0] if len(rows) == 1 else rows))
         return 0
-    print(f"{'runnable':>9} {'dispatched':>10} {'shares':>6} {'units':>5} "
-          f"{'plan_ms':>9} {'sort_ms':>9} {'ratio':>6} {'started':>7} {'preempted':>9}")
+    print(
+        f"{'runnable':>9} {'dispatched':>10} {'shares':>6} {'units':>5} "
+        f"{'plan_ms':>9} {'sort_ms':>9} {'ratio':>6} {'started':>7} {'preempted':>9}"
+    )
     for r in rows:
-        print(f"{r['runnable']:>9,} {r['dispatched']:>10,} {r['shares']:>6} {r['units']:>5} "
-              f"{r['plan_ms']:>9.1f} {r['sort_ms']:>9.1f} {r['ratio']:>6.2f} "
-              f"{r['started']:>7} {r['preempted']:>9}")
+        print(
+            f"{r['runnable']:>9,} {r['dispatched']:>10,} {r['shares']:>6} {r['units']:>5} "
+            f"{r['plan_ms']:>9.1f} {r['sort_ms']:>9.1f} {r['ratio']:>6.2f} "
+            f"{r['started']:>7} {r['preempted']:>9}"
+        )
     return 0
 
 

@@ -82,4 +82,3 @@ class Ledger:
         self.total[unit] += delta
         if share.reserves_idle:
             self.reserved_idle[unit] += self._idle(share, unit) - before
-

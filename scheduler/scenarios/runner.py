@@ -38,7 +38,7 @@ def play(scenario: Scenario, world: World) -> Iterator[Result]:
             yield _expect_rejection(world, step, now, where)
             continue
         try:
-            _apply(world, step, now)
+            apply_step(world, step, now)
         except StepRejected as err:
             yield Result(False, where, step.kind, f"rejected: {err}")
             continue
@@ -50,13 +50,14 @@ def play(scenario: Scenario, world: World) -> Iterator[Result]:
 def _expect_rejection(world: World, step: Step, now: float, where: str) -> Result:
     what = f"submit {step.body['job']} is rejected"
     try:
-        _apply(world, step, now)
+        apply_step(world, step, now)
     except StepRejected as err:
         return Result(True, where, what, str(err))
     return Result(False, where, what, "it was accepted")
 
 
-def _apply(world: World, step: Step, now: float) -> None:
+def apply_step(world: World, step: Step, now: float) -> None:
+    """Carry out one non-expect step; StepRejected when the world refuses it."""
     body = step.body
     match step.kind:
         case "submit":

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from scheduler.invariants import plan_violations
-from scheduler.model import Job, Ordering, PreemptionKind, Share, Snapshot, Strategy
+from scheduler.model import Job, Ordering, Plan, PreemptionKind, Share, Snapshot, Strategy
 from scheduler.planner import plan_tick
 from scheduler.scenarios.format import ShareSpec
 from scheduler.validation import priority_error, share_config_errors, submission_error
@@ -111,6 +111,7 @@ class PureWorld:
         self.jobs: dict[str, _JobState] = {}
         self.last_preempted: dict[str, str] = {}
         self.pending_reason: dict[str, str] = {}  # as the last tick left them
+        self.last_plan: Plan | None = None
         self.violations: list[str] = []
 
     def _job(self, name: str) -> _JobState:
@@ -139,7 +140,7 @@ class PureWorld:
 
     def tick(self, now):
         snapshot = self.snapshot()
-        plan = plan_tick(snapshot, now)
+        plan = self.last_plan = plan_tick(snapshot, now)
         self.violations = plan_violations(snapshot, plan)
         self.pending_reason = {job_id: p.reason.value for job_id, p in plan.pending.items()}
         self.last_preempted = {}

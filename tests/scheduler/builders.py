@@ -11,24 +11,51 @@ LAB = Strategy.LEND_AND_BORROW
 NOW = 1000.0
 
 
-def share(name: str, limit: int | dict[str, int] = 1, strategy: Strategy = LEND, *,
-          borrow: int = -1, in_share: bool = False, enabled: bool = True, unit: str = "gpu") -> Share:
+def share(
+    name: str,
+    limit: int | dict[str, int] = 1,
+    strategy: Strategy = LEND,
+    *,
+    borrow: int = -1,
+    in_share: bool = False,
+    enabled: bool = True,
+    unit: str = "gpu",
+) -> Share:
     limits = limit if isinstance(limit, dict) else {unit: limit}
     return Share(name, limits, strategy, borrow, in_share, enabled)
 
 
-def runnable(job_id: str, share_name: str, q: int = 1, priority: int = 0, *, at: float = 0.0,
-             unit: str = "gpu") -> Job:
+def runnable(
+    job_id: str,
+    share_name: str,
+    q: int = 1,
+    priority: int = 0,
+    *,
+    at: float = 0.0,
+    unit: str = "gpu",
+) -> Job:
     return Job(job_id, share_name, unit, q, priority, created_at=at)
 
 
-def running(job_id: str, share_name: str, q: int = 1, priority: int = 0, *, at: float = 0.0,
-            since: float = 0.0, unit: str = "gpu") -> Job:
+def running(
+    job_id: str,
+    share_name: str,
+    q: int = 1,
+    priority: int = 0,
+    *,
+    at: float = 0.0,
+    since: float = 0.0,
+    unit: str = "gpu",
+) -> Job:
     return Job(job_id, share_name, unit, q, priority, created_at=at, dispatched_at=since)
 
 
-def snapshot(capacity: int | dict[str, int], shares: list[Share], jobs: list[Job],
-             ordering: Ordering = Ordering.STRICT) -> Snapshot:
+def snapshot(
+    capacity: int | dict[str, int],
+    shares: list[Share],
+    jobs: list[Job],
+    ordering: Ordering = Ordering.STRICT,
+) -> Snapshot:
     cap = capacity if isinstance(capacity, dict) else {"gpu": capacity}
     return Snapshot(cap, tuple(shares), tuple(jobs), ordering)
 

@@ -12,8 +12,9 @@ def test_importing_scheduler_loads_no_django(repo):
         "loaded = [m for m in ('django', 'celery', 'rest_framework') if m in sys.modules]; "
         "print(','.join(loaded))"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          cwd=repo, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=repo, check=True
+    )
     assert done.stdout.strip() == ""
 
 

@@ -18,8 +18,7 @@ from tests.scheduler.builders import (
 
 
 def test_reserve_idle_capacity_is_never_lent():
-    snap = snapshot(4, [share("res", 2, RESERVE), share("b", 1, LAB)],
-                    [runnable("b1", "b", 3)])
+    snap = snapshot(4, [share("res", 2, RESERVE), share("b", 1, LAB)], [runnable("b1", "b", 3)])
     result = plan(snap)
     assert started(result) == set()
     assert reason(result, "b1") == "NOTHING_TO_BORROW"
@@ -31,8 +30,9 @@ def test_reserve_share_uses_its_own_idle_capacity():
 
 
 def test_disabled_reserve_share_lends_its_idle_capacity():
-    snap = snapshot(4, [share("res", 2, RESERVE, enabled=False), share("b", 1, LAB)],
-                    [runnable("b1", "b", 3)])
+    snap = snapshot(
+        4, [share("res", 2, RESERVE, enabled=False), share("b", 1, LAB)], [runnable("b1", "b", 3)]
+    )
     result = plan(snap)
     assert started(result) == {"b1"}
     assert result.dispatches[0].borrowing is True
@@ -59,24 +59,36 @@ def test_borrow_limit_is_a_percentage_of_the_limit_rounded_down():
 
 
 def test_zero_borrow_limit_means_no_borrowing():
-    result = plan(snapshot(5, [share("b", 1, LAB, borrow=0)],
-                           [runnable("b1", "b", at=1), runnable("b2", "b", at=2)]))
+    result = plan(
+        snapshot(
+            5,
+            [share("b", 1, LAB, borrow=0)],
+            [runnable("b1", "b", at=1), runnable("b2", "b", at=2)],
+        )
+    )
     assert started(result) == {"b1"}
     assert reason(result, "b2") == "BORROW_LIMIT_REACHED"
 
 
 def test_lend_and_reserve_shares_never_borrow():
     for strategy in (LEND, RESERVE):
-        result = plan(snapshot(5, [share("s", 1, strategy)],
-                               [runnable("s1", "s", at=1), runnable("s2", "s", at=2)]))
+        result = plan(
+            snapshot(
+                5, [share("s", 1, strategy)], [runnable("s1", "s", at=1), runnable("s2", "s", at=2)]
+            )
+        )
         assert started(result) == {"s1"}
         assert reason(result, "s2") == "SHARE_AT_LIMIT"
 
 
 def test_borrowing_goes_to_the_oldest_job_first_across_shares():
     shares = [share("a", 1, LAB), share("b", 1, LAB), share("idle", 2, LEND)]
-    jobs = [running("a0", "a"), running("b0", "b"),
-            runnable("a1", "a", priority=9, at=5), runnable("b1", "b", priority=0, at=3)]
+    jobs = [
+        running("a0", "a"),
+        running("b0", "b"),
+        runnable("a1", "a", priority=9, at=5),
+        runnable("b1", "b", priority=0, at=3),
+    ]
     result = plan(snapshot(3, shares, jobs))
     assert started(result) == {"b1"}
     assert reason(result, "a1") == "NOTHING_TO_BORROW"
@@ -84,8 +96,12 @@ def test_borrowing_goes_to_the_oldest_job_first_across_shares():
 
 def test_borrowing_never_preempts():
     shares = [share("a", 1, LAB), share("b", 1, LAB)]
-    jobs = [running("b0", "b", since=1), running("b1", "b", since=2),
-            running("a0", "a", since=1), runnable("a1", "a", priority=9999, at=5)]
+    jobs = [
+        running("b0", "b", since=1),
+        running("b1", "b", since=2),
+        running("a0", "a", since=1),
+        runnable("a1", "a", priority=9999, at=5),
+    ]
     result = plan(snapshot(3, shares, jobs))
     assert started(result) == set()
     assert preempted(result) == set()
@@ -102,8 +118,11 @@ def test_a_share_never_uses_a_unit_it_has_no_limit_for():
 
 def test_multi_unit_share_is_accounted_per_unit():
     shares = [share("a", {"a100": 1, "h100": 2}, LEND)]
-    jobs = [running("x", "a", unit="a100"), runnable("y", "a", 2, unit="h100", at=1),
-            runnable("z", "a", unit="a100", at=2)]
+    jobs = [
+        running("x", "a", unit="a100"),
+        runnable("y", "a", 2, unit="h100", at=1),
+        runnable("z", "a", unit="a100", at=2),
+    ]
     result = plan(snapshot({"a100": 4, "h100": 2}, shares, jobs))
     assert started(result) == {"y"}
     assert reason(result, "z") == "SHARE_AT_LIMIT"

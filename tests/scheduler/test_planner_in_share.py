@@ -20,8 +20,11 @@ from tests.scheduler.builders import (
 
 def test_higher_priority_job_preempts_lower_priority_job_in_its_share():
     shares = [share("a", 2, LEND, in_share=True)]
-    jobs = [running("low", "a", priority=1, since=1), running("mid", "a", priority=5, since=1),
-            runnable("urgent", "a", priority=9, at=3)]
+    jobs = [
+        running("low", "a", priority=1, since=1),
+        running("mid", "a", priority=5, since=1),
+        runnable("urgent", "a", priority=9, at=3),
+    ]
     result = plan(snapshot(2, shares, jobs))
     assert started(result) == {"urgent"}
     assert preempted(result, "in_share") == {"low"}
@@ -45,8 +48,12 @@ def test_without_in_share_preemption_higher_priority_waits():
 
 def test_in_share_preemption_takes_the_minimal_set():
     shares = [share("a", 4, RESERVE, in_share=True)]
-    jobs = [running("p1", "a", 1, priority=1, since=1), running("p2", "a", 2, priority=2, since=1),
-            running("p3", "a", 1, priority=3, since=1), runnable("head", "a", 2, priority=9, at=5)]
+    jobs = [
+        running("p1", "a", 1, priority=1, since=1),
+        running("p2", "a", 2, priority=2, since=1),
+        running("p3", "a", 1, priority=3, since=1),
+        runnable("head", "a", 2, priority=9, at=5),
+    ]
     result = plan(snapshot(4, shares, jobs))
     assert started(result) == {"head"}
     assert preempted(result, "in_share") == {"p2"}
@@ -65,9 +72,14 @@ def test_a_job_preempted_in_a_tick_does_not_start_again_in_that_tick():
     # own share and leaves one idle. v now heads s again and could borrow that instance, but
     # not in the tick that preempted it, and with STRICT ordering nothing may pass it.
     shares = [share("t", 1, LEND), share("s", 1, LAB), share("w", 2, LEND, in_share=True)]
-    jobs = [running("s_base", "s", priority=9, since=1), running("v", "s", priority=1, since=2),
-            running("w_low", "w", 2, priority=1, since=1), runnable("s_next", "s", at=7),
-            runnable("t1", "t", at=5), runnable("w_high", "w", priority=9, at=6)]
+    jobs = [
+        running("s_base", "s", priority=9, since=1),
+        running("v", "s", priority=1, since=2),
+        running("w_low", "w", 2, priority=1, since=1),
+        runnable("s_next", "s", at=7),
+        runnable("t1", "t", at=5),
+        runnable("w_high", "w", priority=9, at=6),
+    ]
     result = plan(snapshot(4, shares, jobs))
     assert started(result) == {"t1", "w_high"}
     assert preempted(result) == {"v", "w_low"}
@@ -76,8 +88,11 @@ def test_a_job_preempted_in_a_tick_does_not_start_again_in_that_tick():
 
 
 def test_strict_head_blocks_smaller_jobs_behind_it():
-    jobs = [running("x", "a", 3), runnable("big", "a", 2, priority=5, at=1),
-            runnable("small", "a", 1, priority=1, at=2)]
+    jobs = [
+        running("x", "a", 3),
+        runnable("big", "a", 2, priority=5, at=1),
+        runnable("small", "a", 1, priority=1, at=2),
+    ]
     result = plan(snapshot(4, [share("a", 6)], jobs))
     assert started(result) == set()
     assert reason(result, "big") == "WAITING_FOR_CAPACITY"
@@ -85,8 +100,11 @@ def test_strict_head_blocks_smaller_jobs_behind_it():
 
 
 def test_best_effort_lets_a_smaller_job_start_past_a_blocked_head():
-    jobs = [running("x", "a", 3), runnable("big", "a", 2, priority=5, at=1),
-            runnable("small", "a", 1, priority=1, at=2)]
+    jobs = [
+        running("x", "a", 3),
+        runnable("big", "a", 2, priority=5, at=1),
+        runnable("small", "a", 1, priority=1, at=2),
+    ]
     result = plan(snapshot(4, [share("a", 6)], jobs, Ordering.BEST_EFFORT))
     assert started(result) == {"small"}
     assert reason(result, "big") == "WAITING_FOR_CAPACITY"
@@ -94,9 +112,13 @@ def test_best_effort_lets_a_smaller_job_start_past_a_blocked_head():
 
 def test_best_effort_jobs_behind_a_blocked_head_never_preempt():
     shares = [share("a", 3, LEND), share("b", 1, LAB)]
-    jobs = [running("b1", "b", since=1), running("b2", "b", since=2),
-            running("a0", "a", since=1),
-            runnable("big", "a", 2, priority=5, at=3), runnable("small", "a", 1, priority=1, at=4)]
+    jobs = [
+        running("b1", "b", since=1),
+        running("b2", "b", since=2),
+        running("a0", "a", since=1),
+        runnable("big", "a", 2, priority=5, at=3),
+        runnable("small", "a", 1, priority=1, at=4),
+    ]
     # "big" is within quota but b has only one borrowed instance to give back, so it waits;
     # "small" would fit in that one instance but may not reclaim it: it is not the head.
     result = plan(snapshot(3, shares, jobs, Ordering.BEST_EFFORT))
@@ -106,8 +128,12 @@ def test_best_effort_jobs_behind_a_blocked_head_never_preempt():
 
 def test_preempted_job_returns_to_its_place_in_the_share():
     shares = [share("lender", 1, LEND), share("b", 1, LAB)]
-    jobs = [running("b_old", "b", priority=1, at=1, since=1), running("b_kept", "b", priority=5, since=1),
-            runnable("b_new", "b", priority=1, at=9), runnable("l1", "lender", at=10)]
+    jobs = [
+        running("b_old", "b", priority=1, at=1, since=1),
+        running("b_kept", "b", priority=5, since=1),
+        runnable("b_new", "b", priority=1, at=9),
+        runnable("l1", "lender", at=10),
+    ]
     result = plan(snapshot(2, shares, jobs))
     assert preempted(result) == {"b_old"}
     assert result.pending["b_old"].position_in_share == 1

@@ -36,8 +36,11 @@ def test_lowest_usage_ratio_share_is_served_first():
     snap = snapshot(
         4,
         [share("busy", 4), share("quiet", 4)],
-        [running("b0", "busy", 2), runnable("b1", "busy", 2, at=1),
-         runnable("q1", "quiet", 2, at=2)],
+        [
+            running("b0", "busy", 2),
+            runnable("b1", "busy", 2, at=1),
+            runnable("q1", "quiet", 2, at=2),
+        ],
     )
     result = plan(snap)
     assert started(result) == {"q1"}
@@ -46,8 +49,13 @@ def test_lowest_usage_ratio_share_is_served_first():
 
 def test_ratio_ties_go_to_higher_priority_then_older_job_then_share_name():
     shares = [share("a", 1), share("b", 1), share("c", 1)]
-    by_priority = plan(snapshot(1, shares, [runnable("a1", "a", priority=1, at=1),
-                                            runnable("b1", "b", priority=5, at=2)]))
+    by_priority = plan(
+        snapshot(
+            1,
+            shares,
+            [runnable("a1", "a", priority=1, at=1), runnable("b1", "b", priority=5, at=2)],
+        )
+    )
     assert started(by_priority) == {"b1"}
     by_age = plan(snapshot(1, shares, [runnable("a1", "a", at=2), runnable("b1", "b", at=1)]))
     assert started(by_age) == {"b1"}
@@ -59,8 +67,11 @@ def test_borrowed_capacity_is_reclaimed_when_lender_gets_work():
     snap = snapshot(
         2,
         [share("lender", 1, LEND), share("borrower", 1, LAB)],
-        [running("b1", "borrower", since=1), running("b2", "borrower", since=2),
-         runnable("l1", "lender", at=3)],
+        [
+            running("b1", "borrower", since=1),
+            running("b2", "borrower", since=2),
+            runnable("l1", "lender", at=3),
+        ],
     )
     result = plan(snap)
     assert started(result) == {"l1"}
@@ -123,8 +134,12 @@ def test_reclaim_never_pushes_a_victim_share_below_its_own_limit():
 
 def test_a_borrowing_job_never_preempts_across_shares():
     # y is at its limit, so y2 would borrow: it must not take x's borrowed instance.
-    jobs = [running("x1", "x", since=1), running("x2", "x", since=2),
-            running("y1", "y", since=1), runnable("y2", "y", at=3)]
+    jobs = [
+        running("x1", "x", since=1),
+        running("x2", "x", since=2),
+        running("y1", "y", since=1),
+        runnable("y2", "y", at=3),
+    ]
     snap = snapshot(3, [share("x", 1, LAB), share("y", 1, LAB)], jobs)
     result = plan(snap)
     assert preempted(result) == set()
@@ -132,8 +147,11 @@ def test_a_borrowing_job_never_preempts_across_shares():
 
 
 def test_share_within_its_limit_never_loses_a_job_whatever_its_strategy():
-    jobs = [running("r1", "res", since=1), running("l1", "lend", since=1),
-            runnable("h1", "hungry", priority=9999, at=2)]
+    jobs = [
+        running("r1", "res", since=1),
+        running("l1", "lend", since=1),
+        runnable("h1", "hungry", priority=9999, at=2),
+    ]
     shares = [share("res", 1, RESERVE), share("lend", 1, LEND), share("hungry", 1, LAB)]
     result = plan(snapshot(2, shares, jobs))
     assert preempted(result) == set()
@@ -148,8 +166,12 @@ def test_lowering_a_limit_does_not_preempt_by_itself():
 
 def test_share_above_a_lowered_limit_is_reclaimed_when_another_share_needs_it():
     # "a" reserves but its limit was lowered to 1 while it runs 3: it counts as borrowing.
-    jobs = [running("a1", "a", since=1), running("a2", "a", since=2), running("a3", "a", since=3),
-            runnable("b1", "b", at=4)]
+    jobs = [
+        running("a1", "a", since=1),
+        running("a2", "a", since=2),
+        running("a3", "a", since=3),
+        runnable("b1", "b", at=4),
+    ]
     result = plan(snapshot(3, [share("a", 1, RESERVE), share("b", 2, LEND)], jobs))
     assert started(result) == {"b1"}
     assert preempted(result, "cross_share") == {"a3"}

@@ -116,7 +116,9 @@ def test_a_tick_on_its_own_outcome_preempts_nothing_it_just_started(snapshot):
     after = []
     for job in snapshot.jobs:
         if job.id in started:
-            job = Job(job.id, job.share, job.unit, job.quantity, job.priority, job.created_at, 100.0)
+            job = Job(
+                job.id, job.share, job.unit, job.quantity, job.priority, job.created_at, 100.0
+            )
         elif job.id in victims:
             job = Job(job.id, job.share, job.unit, job.quantity, job.priority, job.created_at)
         after.append(job)

@@ -30,7 +30,10 @@ def test_runner_cli_prints_a_line_per_expectation_and_a_summary(repo):
     files = [str(p) for p in scenario_files()]
     done = subprocess.run(
         [sys.executable, "-m", "scheduler.scenarios", *files],
-        capture_output=True, text=True, cwd=repo, check=False,
+        capture_output=True,
+        text=True,
+        cwd=repo,
+        check=False,
     )
     lines = done.stdout.strip().splitlines()
     assert done.returncode == 0, done.stdout + done.stderr
@@ -51,22 +54,39 @@ BASE = {
 
 
 def test_a_wrong_expectation_is_reported_as_fail_with_what_was_seen(tmp_path, repo):
-    path = write(tmp_path, {**BASE, "steps": [
-        {"submit": {"job": "a", "share": "A", "unit": "gpu"}},
-        {"tick": {}},
-        {"expect": {"runnable": ["a"]}},
-    ]})
-    done = subprocess.run([sys.executable, "-m", "scheduler.scenarios", str(path)],
-                          capture_output=True, text=True, cwd=repo, check=False)
+    path = write(
+        tmp_path,
+        {
+            **BASE,
+            "steps": [
+                {"submit": {"job": "a", "share": "A", "unit": "gpu"}},
+                {"tick": {}},
+                {"expect": {"runnable": ["a"]}},
+            ],
+        },
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "scheduler.scenarios", str(path)],
+        capture_output=True,
+        text=True,
+        cwd=repo,
+        check=False,
+    )
     assert done.returncode == 1
-    assert "FAIL" in done.stdout and "expected ['a'], got []" in done.stdout
+    assert "FAIL" in done.stdout
+    assert "expected ['a'], got []" in done.stdout
     assert done.stdout.strip().endswith("0 passed, 1 failed")
 
 
 def test_a_malformed_file_names_the_file_and_the_step(tmp_path, repo):
     path = write(tmp_path, {**BASE, "steps": [{"tick": {}}, {"sumbit": {"job": "a"}}]})
-    done = subprocess.run([sys.executable, "-m", "scheduler.scenarios", str(path)],
-                          capture_output=True, text=True, cwd=repo, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "scheduler.scenarios", str(path)],
+        capture_output=True,
+        text=True,
+        cwd=repo,
+        check=False,
+    )
     assert done.returncode == 1
     assert f"{path}: step 2: unknown step 'sumbit'" in done.stdout
 
@@ -81,9 +101,16 @@ def test_a_malformed_file_names_the_file_and_the_step(tmp_path, repo):
         ({**BASE, "steps": [{"tick": {}, "expect": {}}]}, "exactly one key"),
         ({**BASE, "steps": [{"finish": {"job": "a", "status": "DONE"}}]}, "SUCCEEDED or FAILED"),
         ({**BASE, "ordering": "RANDOM", "steps": []}, "STRICT or BEST_EFFORT"),
-        ({"capacity": {"gpu": 1}, "steps": [], "shares": [
-            {"name": "A", "limits": {"gpu": 1}, "strategy": "LEND", "borrow_limit": 5}]},
-         "borrow_limit is only allowed with LEND_AND_BORROW"),
+        (
+            {
+                "capacity": {"gpu": 1},
+                "steps": [],
+                "shares": [
+                    {"name": "A", "limits": {"gpu": 1}, "strategy": "LEND", "borrow_limit": 5}
+                ],
+            },
+            "borrow_limit is only allowed with LEND_AND_BORROW",
+        ),
     ],
 )
 def test_malformed_scenarios_are_rejected_with_a_clear_message(data, message):
@@ -92,39 +119,62 @@ def test_malformed_scenarios_are_rejected_with_a_clear_message(data, message):
 
 
 def test_a_submission_rejected_unexpectedly_is_a_failure():
-    scenario = parse({**BASE, "steps": [
-        {"submit": {"job": "a", "share": "A", "unit": "gpu", "quantity": 2}},
-    ]}, "x.json")
+    scenario = parse(
+        {
+            **BASE,
+            "steps": [
+                {"submit": {"job": "a", "share": "A", "unit": "gpu", "quantity": 2}},
+            ],
+        },
+        "x.json",
+    )
     (result,) = play(scenario, pure_world(scenario))
     assert not result.passed
     assert "can use at most 1 (its limit, as LEND never borrows)" in result.detail
 
 
 def test_preemption_retries_exhausted_fails_the_job():
-    scenario = parse({
-        "capacity": {"gpu": 2},
-        "shares": [{"name": "A", "limits": {"gpu": 1}, "strategy": "LEND_AND_BORROW"},
-                   {"name": "B", "limits": {"gpu": 1}, "strategy": "LEND"}],
-        "steps": [
-            {"submit": {"job": "a1", "share": "A", "unit": "gpu"}},
-            {"submit": {"job": "a2", "share": "A", "unit": "gpu", "preemption_retries": 0}},
-            {"tick": {}},
-            {"submit": {"job": "b1", "share": "B", "unit": "gpu"}},
-            {"tick": {}},
-            {"expect": {"failed": ["a2"], "preempted_cross_share": ["a2"],
-                        "preempted_count": {"a2": 1}, "dispatched": ["a1", "b1"]}},
-        ],
-    }, "x.json")
+    scenario = parse(
+        {
+            "capacity": {"gpu": 2},
+            "shares": [
+                {"name": "A", "limits": {"gpu": 1}, "strategy": "LEND_AND_BORROW"},
+                {"name": "B", "limits": {"gpu": 1}, "strategy": "LEND"},
+            ],
+            "steps": [
+                {"submit": {"job": "a1", "share": "A", "unit": "gpu"}},
+                {"submit": {"job": "a2", "share": "A", "unit": "gpu", "preemption_retries": 0}},
+                {"tick": {}},
+                {"submit": {"job": "b1", "share": "B", "unit": "gpu"}},
+                {"tick": {}},
+                {
+                    "expect": {
+                        "failed": ["a2"],
+                        "preempted_cross_share": ["a2"],
+                        "preempted_count": {"a2": 1},
+                        "dispatched": ["a1", "b1"],
+                    }
+                },
+            ],
+        },
+        "x.json",
+    )
     results = list(play(scenario, pure_world(scenario)))
     assert [r.line() for r in results if not r.passed] == []
     assert len(results) == 4
 
 
 def test_updating_a_share_checks_aws_rules():
-    scenario = parse({**BASE, "steps": [
-        {"update_share": {"share": "A", "borrow_limit": 50}},
-        {"update_share": {"share": "A", "limits": {}}},
-    ]}, "x.json")
+    scenario = parse(
+        {
+            **BASE,
+            "steps": [
+                {"update_share": {"share": "A", "borrow_limit": 50}},
+                {"update_share": {"share": "A", "limits": {}}},
+            ],
+        },
+        "x.json",
+    )
     results = list(play(scenario, pure_world(scenario)))
     assert [r.passed for r in results] == [False, False]
     assert "borrow_limit applies only to the LEND_AND_BORROW strategy" in results[0].detail

@@ -51,7 +51,9 @@ def test_bad_share_settings_name_the_field_and_rule(limits, strategy, borrow, fi
     assert message in errors[field]
 
 
-@pytest.mark.parametrize(("value", "ok"), [(0, True), (9999, True), (-1, False), (10000, False),
-                                          ("5", False), (True, False)])
+@pytest.mark.parametrize(
+    ("value", "ok"),
+    [(0, True), (9999, True), (-1, False), (10000, False), ("5", False), (True, False)],
+)
 def test_priority_range(value, ok):
     assert (priority_error(value) is None) is ok
