@@ -47,6 +47,13 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "quotaportal.quotas",
+    "quotaportal.hosts",
+    "quotaportal.api",
 ]
 
 MIDDLEWARE = [
@@ -95,3 +102,45 @@ STATIC_ROOT = BASE_DIR / "var" / "static"
 # Scheduler loop and host health (DESIGN.md §7).
 QP_TICK_SECONDS = envint("QP_TICK_SECONDS", 2)
 QP_HOST_TIMEOUT = envint("QP_HOST_TIMEOUT", 30)
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "PAGE_SIZE": 100,
+    "EXCEPTION_HANDLER": "quotaportal.api.errors.exception_handler",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "quotaportal API",
+    "DESCRIPTION": "Quota shares, jobs and capacity for shared GPU fleets.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    # The docs UI is served from the package, so it works without internet access.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {
+        "ResourceStateEnum": "quotaportal.quotas.models.State",
+        "HostStateEnum": "quotaportal.hosts.models.HostState",
+        "JobStatusEnum": "quotaportal.quotas.models.JobStatus",
+    },
+}
+
+# Celery: the broker is Redis; without REDIS_URL tasks run inline (embedded default).
+CELERY_BROKER_URL = REDIS_URL or "memory://"
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_BEAT_SCHEDULE = {
+    "tick-all-queues": {
+        "task": "quotaportal.quotas.tasks.tick_all_queues",
+        "schedule": float(QP_TICK_SECONDS),
+        # A tick that waited longer than one period is stale: the next one supersedes it.
+        "options": {"expires": max(QP_TICK_SECONDS - 0.5, 0.5)},
+    },
+}

@@ -19,7 +19,7 @@ def main(argv: list[str] | None = None) -> int:
     return run_files(
         args.files,
         lambda s: PureWorld(s.capacity, list(s.shares), s.ordering),
-        sys.stdout,
+        print,
     )
 
 

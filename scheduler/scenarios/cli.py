@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TextIO
 
 from scheduler.scenarios.format import Scenario, ScenarioError, load
 from scheduler.scenarios.runner import play
 from scheduler.scenarios.world import World
 
 
-def run_files(paths: Iterable[str], make_world: Callable[[Scenario], World], out: TextIO) -> int:
+def run_files(
+    paths: Iterable[str], make_world: Callable[[Scenario], World], emit: Callable[[str], None]
+) -> int:
     """Play each file, print a line per expectation and a summary; return the exit status."""
     passed = failed = 0
     malformed = False
@@ -18,12 +19,12 @@ def run_files(paths: Iterable[str], make_world: Callable[[Scenario], World], out
         try:
             scenario = load(path)
         except ScenarioError as err:
-            print(f"ERROR {err}", file=out)
+            emit(f"ERROR {err}")
             malformed = True
             continue
         for result in play(scenario, make_world(scenario)):
-            print(result.line(), file=out)
+            emit(result.line())
             passed += result.passed
             failed += not result.passed
-    print(f"{passed} passed, {failed} failed", file=out)
+    emit(f"{passed} passed, {failed} failed")
     return 1 if failed or malformed or passed == 0 else 0

@@ -1,0 +1,239 @@
+"""Serializers: shapes and types only. The rules live in quotas.services."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from quotaportal.quotas.models import (
+    Backend,
+    CapacityUnit,
+    Job,
+    JobAttempt,
+    JobQueue,
+    Ordering,
+    QuotaShare,
+    SchedulingPolicy,
+    ServiceEnvironment,
+    State,
+    Strategy,
+    Team,
+)
+
+
+class CapacityLimitSerializer(serializers.Serializer):
+    capacity_unit = serializers.CharField(max_length=64)
+    max_capacity = serializers.IntegerField(min_value=0)
+
+
+def limits_to_dict(items: list[dict]) -> dict[str, int]:
+    names = [item["capacity_unit"] for item in items]
+    if len(set(names)) != len(names):
+        raise serializers.ValidationError({"capacity_limits": "each capacity unit may appear once"})
+    return {item["capacity_unit"]: item["max_capacity"] for item in items}
+
+
+def limits_to_list(limits) -> list[dict]:
+    return [
+        {"capacity_unit": lim.capacity_unit.name, "max_capacity": lim.max_capacity}
+        for lim in limits.all()
+    ]
+
+
+class TeamSerializer(serializers.ModelSerializer):
+    members = serializers.SlugRelatedField(many=True, read_only=True, slug_field="username")
+
+    class Meta:
+        model = Team
+        fields = ["name", "members"]
+
+
+class CapacityUnitSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = CapacityUnit
+        fields = ["name", "gpus_per_unit", "description"]
+
+
+class SchedulingPolicySerializer(serializers.ModelSerializer):
+    class Meta:
+        model = SchedulingPolicy
+        fields = ["name", "idle_resource_assignment_strategy"]
+
+
+class ServiceEnvironmentSerializer(serializers.ModelSerializer):
+    capacity_limits = CapacityLimitSerializer(many=True)
+    backend = serializers.ChoiceField(choices=Backend.choices, default=Backend.SIMULATED)
+    state = serializers.ChoiceField(choices=State.choices, default=State.ENABLED)
+
+    class Meta:
+        model = ServiceEnvironment
+        fields = ["name", "backend", "state", "region", "capacity_limits"]
+
+    def to_representation(self, instance):
+        data = super().to_representation(instance)
+        data["capacity_limits"] = limits_to_list(instance.capacity_limits)
+        return data
+
+
+class JobQueueSerializer(serializers.ModelSerializer):
+    scheduling_policy = serializers.SlugRelatedField(
+        slug_field="name", queryset=SchedulingPolicy.objects.all()
+    )
+    service_environment = serializers.SlugRelatedField(
+        slug_field="name", queryset=ServiceEnvironment.objects.all()
+    )
+    ordering = serializers.ChoiceField(choices=Ordering.choices, default=Ordering.STRICT)
+    state = serializers.ChoiceField(choices=State.choices, default=State.ENABLED)
+    priority = serializers.IntegerField(min_value=0, max_value=1000, default=1)
+
+    class Meta:
+        model = JobQueue
+        fields = [
+            "name",
+            "priority",
+            "state",
+            "scheduling_policy",
+            "service_environment",
+            "ordering",
+            "preemption_grace_seconds",
+        ]
+
+
+class QuotaShareSerializer(serializers.ModelSerializer):
+    job_queue = serializers.SlugRelatedField(slug_field="name", queryset=JobQueue.objects.all())
+    team = serializers.SlugRelatedField(slug_field="name", queryset=Team.objects.all())
+    capacity_limits = CapacityLimitSerializer(many=True)
+    sharing_strategy = serializers.ChoiceField(choices=Strategy.choices)
+    borrow_limit = serializers.IntegerField(min_value=-1, required=False, allow_null=True)
+    state = serializers.ChoiceField(choices=State.choices, default=State.ENABLED)
+
+    class Meta:
+        model = QuotaShare
+        fields = [
+            "id",
+            "job_queue",
+            "name",
+            "team",
+            "capacity_limits",
+            "sharing_strategy",
+            "borrow_limit",
+            "in_share_preemption",
+            "state",
+        ]
+        read_only_fields = ["id"]
+        validators = []  # uniqueness is checked by the service, with a message naming the queue
+
+    def to_representation(self, instance):
+        data = super().to_representation(instance)
+        data["capacity_limits"] = limits_to_list(instance.capacity_limits)
+        return data
+
+
+class QuotaShareUpdateSerializer(QuotaShareSerializer):
+    class Meta(QuotaShareSerializer.Meta):
+        read_only_fields = ["id", "job_queue", "name"]
+
+
+class AttemptSerializer(serializers.ModelSerializer):
+    host = serializers.SlugRelatedField(slug_field="name", read_only=True)
+
+    class Meta:
+        model = JobAttempt
+        fields = [
+            "number",
+            "host",
+            "started_at",
+            "stopped_at",
+            "status_reason",
+            "exit_code",
+            "preempted",
+        ]
+
+
+class EvaluateOnExitSerializer(serializers.Serializer):
+    action = serializers.ChoiceField(choices=["RETRY", "EXIT"])
+    on_status_reason = serializers.CharField(max_length=512, required=False)
+
+
+class JobSerializer(serializers.ModelSerializer):
+    job_queue = serializers.SlugRelatedField(slug_field="name", queryset=JobQueue.objects.all())
+    quota_share = serializers.CharField(source="share_name", max_length=128)
+    capacity_unit = serializers.CharField(source="capacity_unit.name", max_length=64)
+    submitted_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    scheduling_priority = serializers.IntegerField(min_value=0, max_value=9999, default=0)
+    quantity = serializers.IntegerField(min_value=1, max_value=100_000, default=1)
+    retry_attempts = serializers.IntegerField(min_value=1, max_value=10, default=1)
+    evaluate_on_exit = EvaluateOnExitSerializer(many=True, required=False)
+    preemption_retries_before_termination = serializers.IntegerField(
+        min_value=0, max_value=1_000_000, required=False, allow_null=True
+    )
+    attempt_duration_seconds = serializers.IntegerField(
+        min_value=1, max_value=10_000_000, required=False, allow_null=True
+    )
+    simulated_duration_seconds = serializers.FloatField(
+        min_value=0, max_value=10_000_000, required=False, allow_null=True
+    )
+    client_token = serializers.CharField(
+        min_length=1, max_length=64, required=False, allow_null=True
+    )
+    tags = serializers.DictField(child=serializers.CharField(max_length=256), required=False)
+    attempts = AttemptSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = Job
+        fields = [
+            "id",
+            "name",
+            "job_queue",
+            "quota_share",
+            "capacity_unit",
+            "quantity",
+            "scheduling_priority",
+            "status",
+            "status_reason",
+            "pending_reason",
+            "position_in_share",
+            "position_in_queue",
+            "preempted_count",
+            "recent_preemptions",
+            "attempts",
+            "command",
+            "service_request_payload",
+            "retry_attempts",
+            "evaluate_on_exit",
+            "preemption_retries_before_termination",
+            "attempt_duration_seconds",
+            "simulated_duration_seconds",
+            "client_token",
+            "tags",
+            "submitted_by",
+            "created_at",
+            "scheduled_at",
+            "started_at",
+            "stopped_at",
+            "is_terminated",
+        ]
+        read_only_fields = [
+            "id",
+            "status",
+            "status_reason",
+            "pending_reason",
+            "position_in_share",
+            "position_in_queue",
+            "preempted_count",
+            "recent_preemptions",
+            "attempts",
+            "submitted_by",
+            "created_at",
+            "scheduled_at",
+            "started_at",
+            "stopped_at",
+            "is_terminated",
+        ]
+
+
+class PriorityUpdateSerializer(serializers.Serializer):
+    scheduling_priority = serializers.IntegerField(min_value=0, max_value=9999)
+
+
+class TerminateSerializer(serializers.Serializer):
+    reason = serializers.CharField(max_length=1024, default="Terminated by user")

@@ -1,0 +1,282 @@
+"""REST viewsets: parse with a serializer, call one service or selector, render."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
+
+from quotaportal.api import serializers as s
+from quotaportal.hosts.models import GpuHost
+from quotaportal.quotas import selectors, services
+from quotaportal.quotas.models import (
+    CapacityUnit,
+    JobQueue,
+    QuotaShare,
+    SchedulingPolicy,
+    ServiceEnvironment,
+    Team,
+)
+
+NAME = r"[^/]+"
+
+
+class NamedViewSet(
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.CreateModelMixin,
+    mixins.DestroyModelMixin,
+    viewsets.GenericViewSet,
+):
+    """Resources looked up by name; creation and deletion go through services."""
+
+    lookup_field = "name"
+    lookup_value_regex = NAME
+    kind_name = ""
+
+    def create(self, request, *args, **kwargs):
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        obj = self.create_with_service(serializer.validated_data)
+        return Response(self.get_serializer(obj).data, status=status.HTTP_201_CREATED)
+
+    def destroy(self, request, *args, **kwargs):
+        services.delete_resource(request.user, self.get_object(), self.kind_name)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class TeamViewSet(NamedViewSet):
+    queryset = Team.objects.prefetch_related("members").order_by("name")
+    serializer_class = s.TeamSerializer
+    kind_name = "team"
+
+    def create_with_service(self, data):
+        return services.create_team(self.request.user, name=data["name"])
+
+
+class CapacityUnitViewSet(NamedViewSet):
+    queryset = CapacityUnit.objects.order_by("name")
+    serializer_class = s.CapacityUnitSerializer
+    kind_name = "capacity unit"
+
+    def create_with_service(self, data):
+        return services.create_capacity_unit(self.request.user, **data)
+
+
+class SchedulingPolicyViewSet(NamedViewSet):
+    queryset = SchedulingPolicy.objects.order_by("name")
+    serializer_class = s.SchedulingPolicySerializer
+    kind_name = "scheduling policy"
+
+    def create_with_service(self, data):
+        return services.create_scheduling_policy(self.request.user, name=data["name"])
+
+
+class ServiceEnvironmentViewSet(mixins.UpdateModelMixin, NamedViewSet):
+    queryset = ServiceEnvironment.objects.prefetch_related(
+        "capacity_limits__capacity_unit"
+    ).order_by("name")
+    serializer_class = s.ServiceEnvironmentSerializer
+    kind_name = "service environment"
+    http_method_names = ["get", "post", "patch", "delete", "head", "options"]
+
+    def create_with_service(self, data):
+        return services.create_service_environment(
+            self.request.user,
+            name=data["name"],
+            backend=data["backend"],
+            state=data["state"],
+            region=data.get("region", ""),
+            capacity_limits=s.limits_to_dict(data["capacity_limits"]),
+        )
+
+    def update(self, request, *args, **kwargs):
+        env = self.get_object()
+        serializer = self.get_serializer(env, data=request.data, partial=True)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        if set(data) - {"capacity_limits", "state"}:
+            raise serializers.ValidationError(
+                {"detail": "only capacity_limits and state can be changed"}
+            )
+        limits = s.limits_to_dict(data["capacity_limits"]) if "capacity_limits" in data else None
+        services.update_service_environment(
+            request.user, env, capacity_limits=limits, state=data.get("state")
+        )
+        return Response(self.get_serializer(self.get_object()).data)
+
+
+class JobQueueViewSet(mixins.UpdateModelMixin, NamedViewSet):
+    queryset = JobQueue.objects.select_related("scheduling_policy", "service_environment").order_by(
+        "name"
+    )
+    serializer_class = s.JobQueueSerializer
+    kind_name = "job queue"
+    http_method_names = ["get", "post", "patch", "delete", "head", "options"]
+
+    def create_with_service(self, data):
+        return services.create_job_queue(self.request.user, **data)
+
+    def update(self, request, *args, **kwargs):
+        queue = self.get_object()
+        serializer = self.get_serializer(queue, data=request.data, partial=True)
+        serializer.is_valid(raise_exception=True)
+        services.update_job_queue(request.user, queue, **serializer.validated_data)
+        return Response(self.get_serializer(self.get_object()).data)
+
+    @extend_schema(responses={200: dict})
+    @action(detail=True, methods=["get"])
+    def snapshot(self, request, name=None):
+        """Front of the queue, head of each share, and per-share utilization per unit."""
+        return Response(selectors.queue_snapshot(self.get_object()))
+
+
+class QuotaShareViewSet(
+    mixins.UpdateModelMixin,
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.CreateModelMixin,
+    mixins.DestroyModelMixin,
+    viewsets.GenericViewSet,
+):
+    serializer_class = s.QuotaShareSerializer
+    http_method_names = ["get", "post", "patch", "delete", "head", "options"]
+
+    def get_queryset(self):
+        shares = (
+            QuotaShare.objects.select_related("job_queue", "team")
+            .prefetch_related("capacity_limits__capacity_unit")
+            .order_by("job_queue__name", "name")
+        )
+        if queue := self.request.query_params.get("job_queue"):
+            shares = shares.filter(job_queue__name=queue)
+        return shares
+
+    def get_serializer_class(self):
+        return (
+            s.QuotaShareUpdateSerializer
+            if self.action == "partial_update"
+            else s.QuotaShareSerializer
+        )
+
+    @extend_schema(
+        parameters=[OpenApiParameter("job_queue", str, description="only this queue's shares")]
+    )
+    def list(self, request, *args, **kwargs):
+        return super().list(request, *args, **kwargs)
+
+    def create(self, request, *args, **kwargs):
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = dict(serializer.validated_data)
+        data["capacity_limits"] = s.limits_to_dict(data["capacity_limits"])
+        share = services.create_share(request.user, **data)
+        return Response(self.get_serializer(share).data, status=status.HTTP_201_CREATED)
+
+    def update(self, request, *args, **kwargs):
+        share = self.get_object()
+        serializer = self.get_serializer(share, data=request.data, partial=True)
+        serializer.is_valid(raise_exception=True)
+        changes = dict(serializer.validated_data)
+        if "capacity_limits" in changes:
+            changes["capacity_limits"] = s.limits_to_dict(changes["capacity_limits"])
+        services.update_share(request.user, share, **changes)
+        return Response(self.get_serializer(self.get_object()).data)
+
+    def destroy(self, request, *args, **kwargs):
+        services.delete_share(request.user, self.get_object())
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+JOB_FILTERS = [
+    OpenApiParameter("job_queue", str),
+    OpenApiParameter("quota_share", str),
+    OpenApiParameter("status", str),
+    OpenApiParameter("mine", bool, description="only my teams' jobs"),
+]
+
+
+class JobViewSet(
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.CreateModelMixin,
+    mixins.UpdateModelMixin,
+    viewsets.GenericViewSet,
+):
+    serializer_class = s.JobSerializer
+    http_method_names = ["get", "post", "patch", "head", "options"]
+
+    def get_queryset(self):
+        jobs = selectors.visible_jobs(self.request.user).prefetch_related("attempts__host")
+        params = self.request.query_params
+        if queue := params.get("job_queue"):
+            jobs = jobs.filter(job_queue__name=queue)
+        if share := params.get("quota_share"):
+            jobs = jobs.filter(share_name=share)
+        if job_status := params.get("status"):
+            jobs = jobs.filter(status=job_status.upper())
+        if params.get("mine", "").lower() in ("1", "true", "yes"):
+            jobs = selectors.jobs_of_user_teams(self.request.user, jobs)
+        return jobs.order_by("-created_at", "id")
+
+    @extend_schema(parameters=JOB_FILTERS)
+    def list(self, request, *args, **kwargs):
+        return super().list(request, *args, **kwargs)
+
+    def create(self, request, *args, **kwargs):
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = dict(serializer.validated_data)
+        data["quota_share"] = data.pop("share_name")
+        data["capacity_unit"] = data.pop("capacity_unit")["name"]
+        job = services.submit_job(request.user, **data)
+        return Response(self.get_serializer(job).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=s.PriorityUpdateSerializer, responses=s.JobSerializer)
+    def partial_update(self, request, *args, **kwargs):
+        job = self.get_object()
+        extra = sorted(set(request.data) - {"scheduling_priority"})
+        if extra:
+            raise serializers.ValidationError(
+                dict.fromkeys(extra, "only scheduling_priority can be changed")
+            )
+        serializer = s.PriorityUpdateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        services.set_priority(request.user, job, serializer.validated_data["scheduling_priority"])
+        return Response(self.get_serializer(self.get_object()).data)
+
+    @extend_schema(request=s.TerminateSerializer, responses=s.JobSerializer)
+    @action(detail=True, methods=["post"])
+    def terminate(self, request, pk=None):
+        job = self.get_object()
+        serializer = s.TerminateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        services.terminate_job(request.user, job, serializer.validated_data["reason"])
+        return Response(self.get_serializer(self.get_object()).data)
+
+
+class HostSerializer(serializers.ModelSerializer):
+    service_environment = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    capacity_unit = serializers.SlugRelatedField(slug_field="name", read_only=True)
+
+    class Meta:
+        model = GpuHost
+        fields = [
+            "name",
+            "service_environment",
+            "capacity_unit",
+            "slots",
+            "gpu_indices",
+            "state",
+            "last_heartbeat",
+        ]
+
+
+class HostViewSet(viewsets.ReadOnlyModelViewSet):
+    queryset = GpuHost.objects.select_related("service_environment", "capacity_unit").order_by(
+        "name"
+    )
+    serializer_class = HostSerializer
+    lookup_field = "name"
+    lookup_value_regex = NAME

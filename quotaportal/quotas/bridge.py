@@ -1,0 +1,362 @@
+"""The one module that knows both worlds: database rows <-> scheduler dataclasses.
+
+load_snapshot reads a job queue into a scheduler.Snapshot with one query for the active
+jobs; apply_plan writes a Plan back with conditional updates, so a job that changed since
+the snapshot (terminated, finished) is skipped instead of corrupted.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db import connection
+from django.db.models import Count, Sum
+
+from quotaportal.quotas.models import (
+    DISPATCHED,
+    Backend,
+    CapacityUnit,
+    EnvironmentCapacity,
+    Event,
+    EventKind,
+    Job,
+    JobAttempt,
+    JobQueue,
+    JobStatus,
+    QuotaShare,
+    ServiceEnvironment,
+    ShareCapacityLimit,
+    State,
+)
+from scheduler import Job as PlannedJob
+from scheduler import Ordering, Plan, PreemptionKind, Share, Snapshot, Strategy
+
+RECENT_PREEMPTIONS_KEPT = 10
+PREEMPTION_REASONS = {
+    PreemptionKind.CROSS_SHARE: (
+        "PREEMPTION_IN_PROGRESS: Cross-share preemption triggered to reclaim borrowed capacity"
+    ),
+    PreemptionKind.IN_SHARE: (
+        "PREEMPTION_IN_PROGRESS: In-share preemption triggered for a higher priority job"
+    ),
+}
+PREEMPTION_EVENTS = {
+    PreemptionKind.CROSS_SHARE: EventKind.PREEMPTED_CROSS_SHARE,
+    PreemptionKind.IN_SHARE: EventKind.PREEMPTED_IN_SHARE,
+}
+RETRIES_EXHAUSTED = "Preemption retries exhausted"
+
+
+def share_of(share: QuotaShare, limits: dict[str, int] | None = None) -> Share:
+    if limits is None:
+        limits = {
+            lim.capacity_unit.name: lim.max_capacity
+            for lim in share.capacity_limits.select_related("capacity_unit")
+        }
+    return Share(
+        share.name,
+        limits,
+        Strategy(share.sharing_strategy),
+        share.borrow_limit,
+        share.in_share_preemption,
+        share.state == State.ENABLED,
+    )
+
+
+def environment_limits(env: ServiceEnvironment) -> dict[str, int]:
+    rows = EnvironmentCapacity.objects.filter(environment=env).values_list(
+        "capacity_unit__name", "max_capacity"
+    )
+    return dict(rows)
+
+
+def capacity_of(queue: JobQueue) -> dict[str, int]:
+    """C(u): the environment's max_capacity, for LOCAL no more than its READY hosts' slots."""
+    env = queue.service_environment
+    limits = environment_limits(env)
+    if env.state != State.ENABLED or queue.state != State.ENABLED:
+        return dict.fromkeys(limits, 0)
+    if env.backend == Backend.LOCAL:
+        from quotaportal.hosts.models import GpuHost, HostState
+
+        slots = dict(
+            GpuHost.objects.filter(service_environment=env, state=HostState.READY)
+            .values_list("capacity_unit__name")
+            .annotate(total=Sum("slots"))
+        )
+        return {unit: min(count, slots.get(unit, 0)) for unit, count in limits.items()}
+    return limits
+
+
+def timestamp(value: datetime | None) -> float | None:
+    return None if value is None else value.timestamp()
+
+
+@dataclass
+class Loaded:
+    """A snapshot plus what the rows said about pending state, to write only what changed."""
+
+    snapshot: Snapshot
+    pending: dict[str, tuple[str, int | None, int | None]]
+    share_ids: dict[str, int]
+
+
+def load_snapshot(queue: JobQueue) -> Loaded:
+    share_rows = list(QuotaShare.objects.filter(job_queue=queue).order_by("name"))
+    limits: dict[int, dict[str, int]] = defaultdict(dict)
+    for share_id, unit, count in ShareCapacityLimit.objects.filter(
+        share__job_queue=queue
+    ).values_list("share_id", "capacity_unit__name", "max_capacity"):
+        limits[share_id][unit] = count
+    shares = tuple(share_of(s, limits[s.id]) for s in share_rows)
+    share_names = {s.id: s.name for s in share_rows}
+    unit_names = dict(CapacityUnit.objects.values_list("id", "name"))
+    jobs, pending = _active_jobs(queue.id, share_names, unit_names)
+    snapshot = Snapshot(capacity_of(queue), shares, tuple(jobs), Ordering(queue.ordering))
+    return Loaded(snapshot, pending, {s.name: s.id for s in share_rows})
+
+
+ACTIVE_JOBS_SQL = """
+    SELECT id::text, quota_share_id, capacity_unit_id, quantity, scheduling_priority,
+           EXTRACT(EPOCH FROM created_at)::float8,
+           CASE WHEN status = 'RUNNABLE' THEN NULL
+                ELSE EXTRACT(EPOCH FROM scheduled_at)::float8 END,
+           pending_reason, position_in_share, position_in_queue
+    FROM quotas_job
+    WHERE job_queue_id = %s AND status IN ('RUNNABLE', 'SCHEDULED', 'STARTING', 'RUNNING')
+"""
+
+
+def _active_rows(queue_id: int) -> list[tuple]:
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(ACTIVE_JOBS_SQL, [queue_id])
+            return cursor.fetchall()
+    rows = Job.objects.filter(
+        job_queue_id=queue_id, status__in=(JobStatus.RUNNABLE, *DISPATCHED)
+    ).values_list(
+        "id",
+        "quota_share_id",
+        "capacity_unit_id",
+        "quantity",
+        "scheduling_priority",
+        "created_at",
+        "scheduled_at",
+        "status",
+        "pending_reason",
+        "position_in_share",
+        "position_in_queue",
+    )
+    return [
+        (
+            str(r[0]),
+            r[1],
+            r[2],
+            r[3],
+            r[4],
+            r[5].timestamp(),
+            None if r[7] == JobStatus.RUNNABLE else timestamp(r[6] or r[5]),
+            r[8],
+            r[9],
+            r[10],
+        )
+        for r in rows
+    ]
+
+
+def _active_jobs(queue_id: int, share_names: dict[int, str], unit_names: dict[int, str]):
+    jobs, pending = [], {}
+    for (
+        job_id,
+        share_id,
+        unit_id,
+        quantity,
+        priority,
+        created,
+        dispatched,
+        reason,
+        pos_s,
+        pos_q,
+    ) in _active_rows(queue_id):
+        if share_id is None:
+            continue  # share deleted mid-flight; its jobs are being terminated
+        jobs.append(
+            PlannedJob(
+                job_id,
+                share_names[share_id],
+                unit_names[unit_id],
+                quantity,
+                priority,
+                created,
+                dispatched,
+            )
+        )
+        if dispatched is None:
+            pending[job_id] = (reason, pos_s, pos_q)
+    return jobs, pending
+
+
+def apply_plan(queue: JobQueue, loaded: Loaded, plan: Plan, now: datetime) -> tuple[int, int]:
+    """Write a plan: start jobs, preempt victims, store pending reasons. Returns the counts."""
+    started = _start_jobs(queue, plan, now)
+    preempted = _preempt_victims(queue, plan, now)
+    _write_pending(loaded, plan)
+    return started, preempted
+
+
+def _start_jobs(queue: JobQueue, plan: Plan, now: datetime) -> int:
+    wanted = {d.job_id: d for d in plan.dispatches}
+    if not wanted:
+        return 0
+    # Only jobs still RUNNABLE start: one terminated since the snapshot is skipped.
+    ready = {
+        str(i)
+        for i in Job.objects.select_for_update()
+        .filter(id__in=list(wanted), status=JobStatus.RUNNABLE)
+        .values_list("id", flat=True)
+    }
+    for borrowing, reason in (
+        (False, "Dispatched within the quota share's limit"),
+        (True, "Dispatched on borrowed idle capacity"),
+    ):
+        ids = [i for i in ready if wanted[i].borrowing is borrowing]
+        Job.objects.filter(id__in=ids).update(
+            status=JobStatus.SCHEDULED,
+            scheduled_at=now,
+            status_reason=reason,
+            pending_reason="",
+            position_in_share=None,
+            position_in_queue=None,
+        )
+    numbers = dict(
+        JobAttempt.objects.filter(job_id__in=list(ready))
+        .values_list("job_id")
+        .annotate(n=Count("id"))
+    )
+    numbers = {str(k): v for k, v in numbers.items()}
+    JobAttempt.objects.bulk_create(
+        JobAttempt(job_id=i, number=numbers.get(i, 0) + 1, started_at=now) for i in sorted(ready)
+    )
+    Event.objects.bulk_create(
+        Event(
+            time=now,
+            actor_name="system",
+            kind=EventKind.DISPATCHED,
+            job_id=i,
+            job_queue=queue,
+            detail={"borrowing": wanted[i].borrowing},
+        )
+        for i in sorted(ready)
+    )
+    return len(ready)
+
+
+def _preempt_victims(queue: JobQueue, plan: Plan, now: datetime) -> int:
+    """Victims go back to RUNNABLE (or FAILED once preemption retries are exhausted).
+
+    Victims are preempted even if their preemptor was terminated meanwhile: later dispatches
+    in the plan may rely on the capacity they free, and preempting never over-books.
+    """
+    preemptions = {p.job_id: p for p in plan.preemptions}
+    if not preemptions:
+        return 0
+    victims = Job.objects.select_for_update().filter(
+        id__in=list(preemptions), status__in=DISPATCHED
+    )
+    events = []
+    for job in victims:
+        p = preemptions[str(job.id)]
+        reason = PREEMPTION_REASONS[p.kind]
+        job.preempted_count += 1
+        job.recent_preemptions = (
+            job.recent_preemptions
+            + [
+                {
+                    "started_at": job.scheduled_at.isoformat() if job.scheduled_at else None,
+                    "stopped_at": now.isoformat(),
+                    "status_reason": reason,
+                    "kind": p.kind.value,
+                    "preempted_by": p.preemptor_id,
+                }
+            ]
+        )[-RECENT_PREEMPTIONS_KEPT:]
+        retries = job.preemption_retries_before_termination
+        exhausted = retries is not None and job.preempted_count > retries
+        job.status = JobStatus.FAILED if exhausted else JobStatus.RUNNABLE
+        job.status_reason = RETRIES_EXHAUSTED if exhausted else reason
+        job.stopped_at = now if exhausted else None
+        job.scheduled_at = None
+        job.started_at = None
+        job.save(
+            update_fields=[
+                "preempted_count",
+                "recent_preemptions",
+                "status",
+                "status_reason",
+                "stopped_at",
+                "scheduled_at",
+                "started_at",
+            ]
+        )
+        job.attempts.filter(stopped_at__isnull=True).update(
+            stopped_at=now, preempted=True, status_reason=reason
+        )
+        events.append(
+            Event(
+                time=now,
+                actor_name="system",
+                kind=PREEMPTION_EVENTS[p.kind],
+                job=job,
+                job_queue=queue,
+                detail={"preempted_by": p.preemptor_id, "reason": reason},
+            )
+        )
+        if exhausted:
+            events.append(
+                Event(
+                    time=now,
+                    actor_name="system",
+                    kind=EventKind.FAILED,
+                    job=job,
+                    job_queue=queue,
+                    detail={"reason": RETRIES_EXHAUSTED},
+                )
+            )
+    Event.objects.bulk_create(events)
+    return sum(1 for e in events if e.kind != EventKind.FAILED)
+
+
+PENDING_UPDATE_SQL = """
+    UPDATE quotas_job AS j
+    SET pending_reason = v.reason, position_in_share = v.in_share, position_in_queue = v.in_queue
+    FROM unnest(%s::uuid[], %s::text[], %s::int[], %s::int[]) AS v(id, reason, in_share, in_queue)
+    WHERE j.id = v.id AND j.status = 'RUNNABLE'
+"""
+
+
+def _write_pending(loaded: Loaded, plan: Plan) -> int:
+    """Store pending reasons and positions, touching only the rows whose values changed."""
+    before = loaded.pending
+    changed = [
+        (job_id, p.reason.value, p.position_in_share, p.position_in_queue)
+        for job_id, p in plan.pending.items()
+        if before.get(job_id) != (p.reason.value, p.position_in_share, p.position_in_queue)
+    ]
+    if not changed:
+        return 0
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                PENDING_UPDATE_SQL, [list(column) for column in zip(*changed, strict=True)]
+            )
+        return len(changed)
+    rows = [
+        Job(id=i, pending_reason=r, position_in_share=s, position_in_queue=q)
+        for i, r, s, q in changed
+    ]
+    Job.objects.bulk_update(
+        rows, ["pending_reason", "position_in_share", "position_in_queue"], batch_size=500
+    )
+    return len(changed)

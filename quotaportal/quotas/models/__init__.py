@@ -1,0 +1,55 @@
+"""quotaportal's domain models (DESIGN.md §2). Writes go through quotas.services only."""
+
+from __future__ import annotations
+
+from quotaportal.quotas.models.audit import Event, EventKind, SchedulerRun
+from quotaportal.quotas.models.jobs import (
+    ACTIVE,
+    DISPATCHED,
+    FINAL,
+    Job,
+    JobAttempt,
+    JobStatus,
+    PendingReason,
+)
+from quotaportal.quotas.models.resources import (
+    Backend,
+    CapacityUnit,
+    EnvironmentCapacity,
+    JobQueue,
+    Membership,
+    Ordering,
+    QuotaShare,
+    SchedulingPolicy,
+    ServiceEnvironment,
+    ShareCapacityLimit,
+    State,
+    Strategy,
+    Team,
+)
+
+__all__ = [
+    "ACTIVE",
+    "DISPATCHED",
+    "FINAL",
+    "Backend",
+    "CapacityUnit",
+    "EnvironmentCapacity",
+    "Event",
+    "EventKind",
+    "Job",
+    "JobAttempt",
+    "JobQueue",
+    "JobStatus",
+    "Membership",
+    "Ordering",
+    "PendingReason",
+    "QuotaShare",
+    "SchedulerRun",
+    "SchedulingPolicy",
+    "ServiceEnvironment",
+    "ShareCapacityLimit",
+    "State",
+    "Strategy",
+    "Team",
+]

@@ -1,0 +1,65 @@
+"""The audit log and the record of scheduler ticks."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from quotaportal.quotas.models.jobs import Job
+from quotaportal.quotas.models.resources import JobQueue, QuotaShare
+
+
+class EventKind(models.TextChoices):
+    SUBMITTED = "submitted"
+    DISPATCHED = "dispatched"
+    STARTED = "started"
+    PREEMPTED_CROSS_SHARE = "preempted_cross_share"
+    PREEMPTED_IN_SHARE = "preempted_in_share"
+    PRIORITY_CHANGED = "priority_changed"
+    RETRIED = "retried"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    TERMINATED = "terminated"
+    SHARE_CREATED = "share_created"
+    SHARE_CHANGED = "share_changed"
+    SHARE_DELETED = "share_deleted"
+    RESOURCE_CHANGED = "resource_changed"
+
+
+class Event(models.Model):
+    """Who did what, when: every state change writes one (the audit log)."""
+
+    time = models.DateTimeField(default=timezone.now, db_index=True)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
+    )
+    actor_name = models.CharField(max_length=150)  # "system" for the scheduler
+    kind = models.CharField(max_length=32, choices=EventKind.choices)
+    job = models.ForeignKey(
+        Job, on_delete=models.CASCADE, null=True, blank=True, related_name="events"
+    )
+    share = models.ForeignKey(QuotaShare, on_delete=models.SET_NULL, null=True, blank=True)
+    job_queue = models.ForeignKey(JobQueue, on_delete=models.CASCADE, null=True, blank=True)
+    detail = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-time", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.time:%Y-%m-%d %H:%M:%S} {self.actor_name} {self.kind}"
+
+
+class SchedulerRun(models.Model):
+    """One tick of one job queue: how long it took and what it changed."""
+
+    job_queue = models.ForeignKey(JobQueue, on_delete=models.CASCADE, related_name="scheduler_runs")
+    started_at = models.DateTimeField(default=timezone.now, db_index=True)
+    duration_ms = models.FloatField(default=0)
+    dispatched = models.PositiveIntegerField(default=0)
+    preempted = models.PositiveIntegerField(default=0)
+    skipped = models.BooleanField(default=False)  # another tick of this queue held the lock
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-started_at"]

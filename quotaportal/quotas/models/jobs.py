@@ -1,0 +1,150 @@
+"""Jobs and their attempts: the service-job lifecycle of DESIGN.md §4."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from quotaportal.quotas.models.resources import CapacityUnit, JobQueue, QuotaShare
+
+
+class JobStatus(models.TextChoices):
+    SUBMITTED = "SUBMITTED"
+    PENDING = "PENDING"
+    RUNNABLE = "RUNNABLE"
+    SCHEDULED = "SCHEDULED"
+    STARTING = "STARTING"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+
+
+DISPATCHED = (JobStatus.SCHEDULED, JobStatus.STARTING, JobStatus.RUNNING)
+ACTIVE = (JobStatus.RUNNABLE, *DISPATCHED)
+FINAL = (JobStatus.SUCCEEDED, JobStatus.FAILED)
+
+
+class PendingReason(models.TextChoices):
+    WAITING_FOR_CAPACITY = "WAITING_FOR_CAPACITY"
+    SHARE_AT_LIMIT = "SHARE_AT_LIMIT"
+    BORROW_LIMIT_REACHED = "BORROW_LIMIT_REACHED"
+    NOTHING_TO_BORROW = "NOTHING_TO_BORROW"
+    BEHIND_SHARE_HEAD = "BEHIND_SHARE_HEAD"
+    NO_CAPACITY_LIMIT_FOR_UNIT = "NO_CAPACITY_LIMIT_FOR_UNIT"
+
+
+class Job(models.Model):
+    """A service job: what to run, in which share, how many instances, and where it stands.
+
+    pending_reason and the positions are written by the scheduler tick for RUNNABLE jobs.
+    scheduled_at is the time of the latest dispatch (victim choice prefers the newest).
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    name = models.CharField(max_length=128)
+    job_queue = models.ForeignKey(JobQueue, on_delete=models.PROTECT, related_name="jobs")
+    quota_share = models.ForeignKey(
+        QuotaShare, on_delete=models.SET_NULL, null=True, related_name="jobs"
+    )
+    share_name = models.CharField(max_length=128)  # kept when the share is deleted
+    submitted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="jobs"
+    )
+    capacity_unit = models.ForeignKey(CapacityUnit, on_delete=models.PROTECT)
+    quantity = models.PositiveIntegerField(default=1)
+    scheduling_priority = models.PositiveSmallIntegerField(default=0)
+    status = models.CharField(max_length=10, choices=JobStatus.choices, default=JobStatus.RUNNABLE)
+    status_reason = models.TextField(blank=True)
+    pending_reason = models.CharField(max_length=32, choices=PendingReason.choices, blank=True)
+    position_in_share = models.PositiveIntegerField(null=True)
+    position_in_queue = models.PositiveIntegerField(null=True)
+    command = models.TextField(blank=True)
+    service_request_payload = models.JSONField(null=True, blank=True)
+    retry_attempts = models.PositiveSmallIntegerField(default=1)
+    evaluate_on_exit = models.JSONField(default=list, blank=True)
+    preemption_retries_before_termination = models.PositiveIntegerField(null=True, blank=True)
+    attempt_duration_seconds = models.PositiveIntegerField(null=True, blank=True)
+    simulated_duration_seconds = models.FloatField(null=True, blank=True)
+    # NULL, not "", when absent: the per-queue uniqueness applies only to given tokens.
+    client_token = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001
+    request_fingerprint = models.CharField(max_length=64, blank=True)
+    tags = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    scheduled_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    stopped_at = models.DateTimeField(null=True, blank=True)
+    attempt_count = models.PositiveSmallIntegerField(default=0)
+    preempted_count = models.PositiveIntegerField(default=0)
+    recent_preemptions = models.JSONField(default=list, blank=True)
+    is_terminated = models.BooleanField(default=False)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["job_queue", "status"], name="job_queue_status"),
+            models.Index(fields=["quota_share", "status"], name="job_share_status"),
+            models.Index(fields=["-created_at"], name="job_created"),
+        ]
+        constraints = [
+            models.CheckConstraint(condition=Q(quantity__gte=1), name="job_quantity_at_least_1"),
+            models.CheckConstraint(
+                condition=Q(scheduling_priority__gte=0, scheduling_priority__lte=9999),
+                name="job_priority_range",
+            ),
+            models.CheckConstraint(
+                condition=Q(retry_attempts__gte=1, retry_attempts__lte=10), name="job_retry_range"
+            ),
+            models.CheckConstraint(
+                condition=Q(attempt_duration_seconds__isnull=True)
+                | Q(attempt_duration_seconds__gte=1),
+                name="job_attempt_duration_positive",
+            ),
+            models.CheckConstraint(
+                condition=Q(simulated_duration_seconds__isnull=True)
+                | Q(simulated_duration_seconds__gte=0),
+                name="job_simulated_duration_not_negative",
+            ),
+            models.CheckConstraint(
+                condition=Q(status__in=JobStatus.values), name="job_status_valid"
+            ),
+            models.UniqueConstraint(
+                fields=["job_queue", "client_token"],
+                condition=Q(client_token__isnull=False),
+                name="job_client_token_unique_in_queue",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.id})"
+
+    @property
+    def is_final(self) -> bool:
+        return self.status in FINAL
+
+    @property
+    def is_dispatched(self) -> bool:
+        return self.status in DISPATCHED
+
+
+class JobAttempt(models.Model):
+    """One run of a job: where it ran, how it ended, whether it was preempted."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="attempts")
+    number = models.PositiveSmallIntegerField()
+    host = models.ForeignKey(
+        "hosts.GpuHost", on_delete=models.SET_NULL, null=True, blank=True, related_name="attempts"
+    )
+    started_at = models.DateTimeField(default=timezone.now)
+    stopped_at = models.DateTimeField(null=True, blank=True)
+    status_reason = models.TextField(blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+    preempted = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["job", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["job", "number"], name="attempt_number_unique"),
+        ]

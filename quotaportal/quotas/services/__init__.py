@@ -1,0 +1,43 @@
+"""Every write goes through these functions: web, REST, AWS endpoint, agents and the tick."""
+
+from __future__ import annotations
+
+from quotaportal.quotas.services.jobs import set_priority, submit_job, terminate_job
+from quotaportal.quotas.services.lifecycle import end_attempt, finish_job, mark_started
+from quotaportal.quotas.services.resources import (
+    add_member,
+    create_capacity_unit,
+    create_job_queue,
+    create_scheduling_policy,
+    create_service_environment,
+    create_team,
+    create_user,
+    delete_resource,
+    update_job_queue,
+    update_service_environment,
+)
+from quotaportal.quotas.services.shares import create_share, delete_share, update_share
+from quotaportal.quotas.services.tick import run_tick
+
+__all__ = [
+    "add_member",
+    "create_capacity_unit",
+    "create_job_queue",
+    "create_scheduling_policy",
+    "create_service_environment",
+    "create_share",
+    "create_team",
+    "create_user",
+    "delete_resource",
+    "delete_share",
+    "end_attempt",
+    "finish_job",
+    "mark_started",
+    "run_tick",
+    "set_priority",
+    "submit_job",
+    "terminate_job",
+    "update_job_queue",
+    "update_service_environment",
+    "update_share",
+]

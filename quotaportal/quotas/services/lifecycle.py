@@ -1,0 +1,115 @@
+"""How attempts end: success, failure with retries, timeouts, and the SIMULATED backend.
+
+Each transition is a conditional UPDATE on the job's current status, so a stale or
+replayed report (an agent retrying, a tick racing a termination) changes nothing.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from quotaportal.quotas.models import DISPATCHED, EventKind, Job, JobStatus
+from quotaportal.quotas.services.audit import record
+from quotaportal.quotas.services.retries import should_retry
+from quotaportal.quotas.services.ticks import tick_after_commit
+
+ATTEMPT_TIMEOUT = "Attempt duration exceeded"
+
+
+def end_attempt(
+    job: Job,
+    *,
+    succeeded: bool,
+    status_reason: str,
+    exit_code: int | None = None,
+    now=None,
+    actor=None,
+) -> Job | None:
+    """Close the running attempt; retry or finish the job. None when the job was not dispatched."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        job = Job.objects.select_for_update().filter(pk=job.pk, status__in=DISPATCHED).first()
+        if job is None:
+            return None
+        job.attempts.filter(stopped_at__isnull=True).update(
+            stopped_at=now, status_reason=status_reason, exit_code=exit_code
+        )
+        job.attempt_count = F("attempt_count") + 1
+        job.save(update_fields=["attempt_count"])
+        job.refresh_from_db(fields=["attempt_count"])
+        retry = not succeeded and should_retry(
+            job.evaluate_on_exit, status_reason, job.attempt_count, job.retry_attempts
+        )
+        if succeeded:
+            job.status, kind = JobStatus.SUCCEEDED, EventKind.SUCCEEDED
+        elif retry:
+            job.status, kind = JobStatus.RUNNABLE, EventKind.RETRIED
+        else:
+            job.status, kind = JobStatus.FAILED, EventKind.FAILED
+        job.status_reason = status_reason
+        job.scheduled_at = None if retry else job.scheduled_at
+        job.stopped_at = None if retry else now
+        job.save(update_fields=["status", "status_reason", "scheduled_at", "stopped_at"])
+        record(
+            actor,
+            kind,
+            job=job,
+            share=job.quota_share,
+            when=now,
+            reason=status_reason,
+            exit_code=exit_code,
+            attempt=job.attempt_count,
+        )
+    tick_after_commit(job.job_queue_id)
+    return job
+
+
+def finish_job(job: Job, status: str, now=None, actor=None) -> Job | None:
+    """A dispatched job ends with the given final status (simulations, scenarios, AWS sync)."""
+    succeeded = status == JobStatus.SUCCEEDED
+    reason = "Job completed" if succeeded else "Job failed"
+    return end_attempt(job, succeeded=succeeded, status_reason=reason, now=now, actor=actor)
+
+
+def progress_simulated(queue_id: int, now) -> None:
+    """SIMULATED backend: dispatched jobs run from the next tick and end after their duration."""
+    Job.objects.filter(
+        job_queue_id=queue_id,
+        status__in=(JobStatus.SCHEDULED, JobStatus.STARTING),
+        scheduled_at__lt=now,
+    ).update(status=JobStatus.RUNNING, started_at=now)
+    due = Job.objects.filter(
+        job_queue_id=queue_id, status=JobStatus.RUNNING, simulated_duration_seconds__isnull=False
+    ).only("id", "started_at", "simulated_duration_seconds", "job_queue_id")
+    for job in due:
+        if job.started_at + timedelta(seconds=job.simulated_duration_seconds) <= now:
+            end_attempt(
+                job, succeeded=True, status_reason="Simulated run completed", exit_code=0, now=now
+            )
+
+
+def enforce_attempt_timeouts(queue_id: int, now) -> None:
+    """attempt_duration_seconds counts from RUNNING; past it the attempt fails (and may retry)."""
+    running = Job.objects.filter(
+        job_queue_id=queue_id,
+        status=JobStatus.RUNNING,
+        attempt_duration_seconds__isnull=False,
+        started_at__isnull=False,
+    ).only("id", "started_at", "attempt_duration_seconds", "job_queue_id")
+    for job in running:
+        if job.started_at + timedelta(seconds=job.attempt_duration_seconds) <= now:
+            end_attempt(job, succeeded=False, status_reason=ATTEMPT_TIMEOUT, now=now)
+
+
+def mark_started(job: Job, now=None) -> bool:
+    """The backend reports the job's process running (LOCAL agents, AWS sync)."""
+    now = now or timezone.now()
+    return bool(
+        Job.objects.filter(pk=job.pk, status__in=(JobStatus.SCHEDULED, JobStatus.STARTING)).update(
+            status=JobStatus.RUNNING, started_at=now
+        )
+    )
