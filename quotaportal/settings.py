@@ -102,6 +102,10 @@ STATIC_ROOT = BASE_DIR / "var" / "static"
 # Scheduler loop and host health (DESIGN.md §7).
 QP_TICK_SECONDS = envint("QP_TICK_SECONDS", 2)
 QP_HOST_TIMEOUT = envint("QP_HOST_TIMEOUT", 30)
+# Enqueue a tick right after a submit, priority change, termination or job end.
+QP_IMMEDIATE_TICKS = envbool("QP_IMMEDIATE_TICKS", True)
+# A tick re-plans a queue nothing has changed at least this often, as a safety net.
+QP_FULL_REPLAN_SECONDS = envint("QP_FULL_REPLAN_SECONDS", 30)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

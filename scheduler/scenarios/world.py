@@ -148,12 +148,12 @@ class PureWorld:
             for preemption in dispatch.preempted:
                 self._preempt(preemption.job_id, preemption.kind)
             state = self.jobs[dispatch.job_id]
-            state.job = dataclasses.replace(state.job, dispatched_at=now)
+            state.job = state.job._replace(dispatched_at=now)
             state.status = DISPATCHED
 
     def _preempt(self, name: str, kind: PreemptionKind) -> None:
         state = self.jobs[name]
-        state.job = dataclasses.replace(state.job, dispatched_at=None)
+        state.job = state.job._replace(dispatched_at=None)
         state.preempted_count += 1
         retries = state.preemption_retries
         state.status = (
@@ -167,14 +167,14 @@ class PureWorld:
             raise StepRejected(f"job {job} is {state.status}; its priority can no longer change")
         if error := priority_error(priority):
             raise StepRejected(error)
-        state.job = dataclasses.replace(state.job, priority=priority)
+        state.job = state.job._replace(priority=priority)
 
     def finish(self, now, job, status):
         state = self._job(job)
         if state.status != DISPATCHED:
             raise StepRejected(f"job {job} is {state.status}, only a dispatched job can finish")
         state.status = status
-        state.job = dataclasses.replace(state.job, dispatched_at=None)
+        state.job = state.job._replace(dispatched_at=None)
 
     def terminate(self, now, job):
         state = self._job(job)

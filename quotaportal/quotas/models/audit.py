@@ -59,6 +59,7 @@ class SchedulerRun(models.Model):
     dispatched = models.PositiveIntegerField(default=0)
     preempted = models.PositiveIntegerField(default=0)
     skipped = models.BooleanField(default=False)  # another tick of this queue held the lock
+    replanned = models.BooleanField(default=True)  # False: nothing changed since the last plan
     error = models.TextField(blank=True)
 
     class Meta:

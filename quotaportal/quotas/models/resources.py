@@ -138,6 +138,14 @@ class JobQueue(models.Model):
     )
     ordering = models.CharField(max_length=12, choices=Ordering.choices, default=Ordering.STRICT)
     preemption_grace_seconds = models.PositiveIntegerField(default=30)
+    # Change tracking so a tick can skip re-planning a queue nothing has touched: every
+    # service that changes what the planner sees bumps state_version; a tick that changed
+    # nothing records the version and active-job count it planned.
+    state_version = models.BigIntegerField(default=0)
+    planned_version = models.BigIntegerField(default=-1)
+    planned_active_jobs = models.IntegerField(null=True, blank=True)
+    planned_at = models.DateTimeField(null=True, blank=True)
+    planned_capacity = models.JSONField(null=True, blank=True)  # hosts come and go unannounced
 
     class Meta:
         constraints = [

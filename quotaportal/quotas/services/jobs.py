@@ -23,7 +23,7 @@ from quotaportal.quotas.models import (
 from quotaportal.quotas.permissions import require_job_access, require_share_member
 from quotaportal.quotas.services.audit import record
 from quotaportal.quotas.services.retries import check_evaluate_on_exit
-from quotaportal.quotas.services.ticks import tick_after_commit
+from quotaportal.quotas.services.ticks import queue_changed
 from scheduler.validation import priority_error, submission_error
 
 
@@ -175,7 +175,7 @@ def submit_job(
         if existing is None:
             raise
         return existing
-    tick_after_commit(job_queue.pk)
+    queue_changed(job_queue.pk)
     return job
 
 
@@ -207,7 +207,7 @@ def set_priority(actor, job: Job, priority: int) -> Job:
             share=job.quota_share,
             **{"from": before, "to": priority},
         )
-    tick_after_commit(job.job_queue_id)
+    queue_changed(job.job_queue_id)
     return job
 
 
@@ -237,5 +237,5 @@ def terminate_job(actor, job: Job, reason: str, now=None) -> Job:
         job.attempts.filter(stopped_at__isnull=True).update(stopped_at=now, status_reason=reason)
         job.refresh_from_db()
         record(actor, EventKind.TERMINATED, job=job, share=job.quota_share, when=now, reason=reason)
-    tick_after_commit(job.job_queue_id)
+    queue_changed(job.job_queue_id)
     return job

@@ -15,7 +15,7 @@ from django.utils import timezone
 from quotaportal.quotas.models import DISPATCHED, EventKind, Job, JobStatus
 from quotaportal.quotas.services.audit import record
 from quotaportal.quotas.services.retries import should_retry
-from quotaportal.quotas.services.ticks import tick_after_commit
+from quotaportal.quotas.services.ticks import queue_changed
 
 ATTEMPT_TIMEOUT = "Attempt duration exceeded"
 
@@ -64,7 +64,7 @@ def end_attempt(
             exit_code=exit_code,
             attempt=job.attempt_count,
         )
-    tick_after_commit(job.job_queue_id)
+    queue_changed(job.job_queue_id)
     return job
 
 

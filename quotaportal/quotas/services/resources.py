@@ -22,7 +22,7 @@ from quotaportal.quotas.models import (
 )
 from quotaportal.quotas.permissions import require_admin
 from quotaportal.quotas.services.audit import record
-from quotaportal.quotas.services.ticks import tick_after_commit
+from quotaportal.quotas.services.ticks import queue_changed
 
 
 def _created(actor, model, kind_name: str, **fields):
@@ -140,7 +140,7 @@ def update_service_environment(
         state=state,
     )
     for queue_id in env.job_queues.values_list("id", flat=True):
-        tick_after_commit(queue_id)
+        queue_changed(queue_id)
     return env
 
 
@@ -206,7 +206,7 @@ def update_job_queue(actor, queue: JobQueue, **changes) -> JobQueue:
         name=queue.name,
         changes={k: str(v) for k, v in changes.items()},
     )
-    tick_after_commit(queue.pk)
+    queue_changed(queue.pk)
     return queue
 
 

@@ -19,7 +19,7 @@ from quotaportal.quotas.models import (
 )
 from quotaportal.quotas.permissions import require_admin
 from quotaportal.quotas.services.audit import record
-from quotaportal.quotas.services.ticks import tick_after_commit
+from quotaportal.quotas.services.ticks import queue_changed
 from scheduler.validation import MAX_SHARES_PER_QUEUE, share_config_errors
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
@@ -130,7 +130,7 @@ def create_share(
         in_share_preemption=in_share_preemption,
         state=state,
     )
-    tick_after_commit(job_queue.pk)
+    queue_changed(job_queue.pk)
     return share
 
 
@@ -173,7 +173,7 @@ def update_share(actor, share: QuotaShare, **changes) -> QuotaShare:
         after["team"] = share.team.name
     diff = {k: [before[k], after[k]] for k in before if before[k] != after[k]}
     record(actor, EventKind.SHARE_CHANGED, share=share, queue=share.job_queue, changes=diff)
-    tick_after_commit(share.job_queue_id)
+    queue_changed(share.job_queue_id)
     return share
 
 
@@ -191,4 +191,4 @@ def delete_share(actor, share: QuotaShare, reason: str = "Quota share deleted") 
     record(actor, EventKind.SHARE_DELETED, queue=share.job_queue, name=share.name)
     queue_id = share.job_queue_id
     share.delete()
-    tick_after_commit(queue_id)
+    queue_changed(queue_id)

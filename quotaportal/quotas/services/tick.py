@@ -3,8 +3,10 @@
 Procedure (all in one transaction):
 1. Take the queue's advisory lock; if another tick holds it, record a skipped run and stop.
 2. Advance time-driven state: SIMULATED jobs start and end, attempts past their duration fail.
-3. Load the snapshot, plan it, and check the plan against every invariant.
-4. Apply the plan with conditional updates, then record a SchedulerRun.
+3. If nothing changed since the last plan (same state_version and active-job count, and the
+   last full plan is younger than QP_FULL_REPLAN_SECONDS), stop: the plan would be the same.
+4. Load the snapshot, plan it, and check the plan against every invariant.
+5. Apply the plan with conditional updates, then record a SchedulerRun.
 An invariant breach rolls everything back and is recorded as the run's error.
 """
 
@@ -13,12 +15,13 @@ from __future__ import annotations
 import logging
 import time
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from quotaportal.quotas import bridge
 from quotaportal.quotas.locks import try_lock_queue
-from quotaportal.quotas.models import Backend, JobQueue, SchedulerRun
+from quotaportal.quotas.models import ACTIVE, Backend, Job, JobQueue, SchedulerRun
 from quotaportal.quotas.services.lifecycle import enforce_attempt_timeouts, progress_simulated
 from scheduler import InvariantViolation, check_plan, plan_tick
 
@@ -33,12 +36,14 @@ def run_tick(queue_id: int, now=None) -> SchedulerRun:
             queue = JobQueue.objects.select_related("service_environment").get(pk=queue_id)
             if not try_lock_queue(queue_id):
                 return SchedulerRun.objects.create(job_queue=queue, started_at=now, skipped=True)
-            dispatched, preempted = _tick_locked(queue, now)
+            outcome = _tick_locked(queue, now)
+            dispatched, preempted = outcome or (0, 0)
             return SchedulerRun.objects.create(
                 job_queue=queue,
                 started_at=now,
                 dispatched=dispatched,
                 preempted=preempted,
+                replanned=outcome is not None,
                 duration_ms=(time.perf_counter() - started) * 1000,
             )
     except InvariantViolation as err:
@@ -51,12 +56,39 @@ def run_tick(queue_id: int, now=None) -> SchedulerRun:
         )
 
 
-def _tick_locked(queue: JobQueue, now) -> tuple[int, int]:
-    backend = queue.service_environment.backend
-    if backend == Backend.SIMULATED:
+def _tick_locked(queue: JobQueue, now) -> tuple[int, int] | None:
+    """Plan and apply; None when nothing changed since the last plan."""
+    if queue.service_environment.backend == Backend.SIMULATED:
         progress_simulated(queue.id, now)
     enforce_attempt_timeouts(queue.id, now)
+    version = JobQueue.objects.values_list("state_version", flat=True).get(pk=queue.id)
+    if _unchanged_since_last_plan(queue, version, now):
+        return None
     loaded = bridge.load_snapshot(queue)
     plan = plan_tick(loaded.snapshot, now.timestamp())
-    check_plan(loaded.snapshot, plan)
-    return bridge.apply_plan(queue, loaded, plan, now)
+    check_plan(loaded.snapshot, plan, positions=False)
+    dispatched, preempted = bridge.apply_plan(queue, loaded, plan, now)
+    # Only a plan that changed nothing is a fixed point worth remembering; after any change
+    # the next tick must plan again (a preempted job may start, a blocked share may move).
+    settled = not dispatched and not preempted
+    JobQueue.objects.filter(pk=queue.id).update(
+        planned_version=version if settled else -1,
+        planned_active_jobs=len(loaded.snapshot.jobs),
+        planned_at=now,
+        planned_capacity=dict(loaded.snapshot.capacity),
+    )
+    return dispatched, preempted
+
+
+def _unchanged_since_last_plan(queue: JobQueue, version: int, now) -> bool:
+    if queue.planned_version != version or queue.planned_at is None:
+        return False
+    age = (now - queue.planned_at).total_seconds()
+    if not 0 <= age < settings.QP_FULL_REPLAN_SECONDS:
+        return False
+    # Capacity follows hosts, which come and go without a service call; and a cheap count
+    # guards against job writes that bypassed the services (and so the version).
+    if bridge.capacity_of(queue) != queue.planned_capacity:
+        return False
+    active = Job.objects.filter(job_queue_id=queue.id, status__in=ACTIVE).count()
+    return active == queue.planned_active_jobs

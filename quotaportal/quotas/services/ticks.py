@@ -1,9 +1,22 @@
-"""Asking for a scheduler tick once a change has committed."""
+"""Marking a queue changed, and asking for a scheduler tick once the change has committed."""
 
 from __future__ import annotations
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import F
+
+from quotaportal.quotas.models import JobQueue
+
+
+def queue_changed(queue_id: int) -> None:
+    """What the planner sees in this queue changed: bump its version and tick after commit.
+
+    Every service that changes jobs, shares, capacity or queue settings calls this, so a tick
+    can skip re-planning a queue whose version has not moved (see services.tick).
+    """
+    JobQueue.objects.filter(pk=queue_id).update(state_version=F("state_version") + 1)
+    tick_after_commit(queue_id)
 
 
 def tick_after_commit(queue_id: int) -> None:

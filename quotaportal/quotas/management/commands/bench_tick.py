@@ -1,0 +1,244 @@
+"""manage.py bench_tick — time a real tick against one raw SELECT of the same active jobs.
+
+Seeds a synthetic queue (scheduler.bench's generator) straight into the database, ticks until
+a tick changes nothing, then reports medians of: ticks that change nothing (`tick_ms`; they
+see the queue's version unchanged and skip planning), the same ticks forced to plan in full
+(`replan_ms`, as after a change elsewhere), and one raw SELECT of the active jobs' columns
+(`select_ms`, the floor of reading the state once); then one tick that dispatches about
+--dispatch jobs after the capacity grows.
+Everything runs in a transaction that is rolled back, so the database is left as it was.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from datetime import UTC, datetime
+
+from django.core.management.base import BaseCommand, CommandError
+from django.db import connection, transaction
+from django.db.models import F, Sum
+
+from quotaportal.quotas import bridge, services
+from quotaportal.quotas.models import (
+    CapacityUnit,
+    EnvironmentCapacity,
+    Job,
+    JobQueue,
+    JobStatus,
+    QuotaShare,
+    SchedulingPolicy,
+    ServiceEnvironment,
+    ShareCapacityLimit,
+    Team,
+)
+from scheduler.bench import synthetic_snapshot
+
+
+class _Rollback(Exception):
+    pass
+
+
+def _median_ms(fn, repeat: int, setup=lambda: None) -> float:
+    timings = []
+    for _ in range(repeat):
+        setup()
+        start = time.perf_counter()
+        fn()
+        timings.append((time.perf_counter() - start) * 1000)
+    return statistics.median(timings)
+
+
+def seed(runnable: int, dispatched: int, shares: int, units: int) -> JobQueue:
+    """Write the synthetic snapshot as rows (a benchmark fixture, so bulk inserts, not services)."""
+    snap = synthetic_snapshot(runnable, dispatched, shares, units)
+    tag = f"bench-{time.time_ns()}"
+    unit_rows = {
+        name: CapacityUnit.objects.get_or_create(name=f"{tag}-{name}")[0] for name in snap.capacity
+    }
+    env = ServiceEnvironment.objects.create(name=tag, backend="SIMULATED")
+    EnvironmentCapacity.objects.bulk_create(
+        EnvironmentCapacity(environment=env, capacity_unit=unit_rows[u], max_capacity=n)
+        for u, n in snap.capacity.items()
+    )
+    queue = JobQueue.objects.create(
+        name=tag,
+        service_environment=env,
+        scheduling_policy=SchedulingPolicy.objects.create(name=tag),
+    )
+    team = Team.objects.create(name=tag)
+    share_rows = {
+        s.name: QuotaShare(
+            job_queue=queue,
+            name=s.name,
+            team=team,
+            sharing_strategy=s.strategy.value,
+            borrow_limit=s.borrow_limit,
+            in_share_preemption=s.in_share_preemption,
+            state="ENABLED" if s.enabled else "DISABLED",
+        )
+        for s in snap.shares
+    }
+    QuotaShare.objects.bulk_create(share_rows.values())
+    ShareCapacityLimit.objects.bulk_create(
+        ShareCapacityLimit(share=share_rows[s.name], capacity_unit=unit_rows[u], max_capacity=n)
+        for s in snap.shares
+        for u, n in s.limits.items()
+    )
+    Job.objects.bulk_create(
+        (
+            Job(
+                name=j.id,
+                job_queue=queue,
+                quota_share=share_rows[j.share],
+                share_name=j.share,
+                capacity_unit=unit_rows[j.unit],
+                quantity=j.quantity,
+                scheduling_priority=j.priority,
+                created_at=datetime.fromtimestamp(j.created_at, UTC),
+                status=JobStatus.RUNNING if j.dispatched else JobStatus.RUNNABLE,
+                scheduled_at=datetime.fromtimestamp(j.dispatched_at, UTC) if j.dispatched else None,
+            )
+            for j in snap.jobs
+        ),
+        batch_size=2000,
+    )
+    return queue
+
+
+PORTABLE_SELECT = """
+    SELECT id, quota_share_id, capacity_unit_id, quantity, scheduling_priority, created_at,
+           scheduled_at, status, pending_reason, position_in_share, position_in_queue
+    FROM quotas_job
+    WHERE job_queue_id = %s AND status IN ('RUNNABLE', 'SCHEDULED', 'STARTING', 'RUNNING')
+"""
+
+
+def raw_select(queue_id: int) -> None:
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(bridge.ACTIVE_JOBS_SQL, [queue_id])
+        else:
+            cursor.execute(PORTABLE_SELECT, [queue_id])
+        cursor.fetchall()
+
+
+def grow_capacity(queue: JobQueue, jobs: int) -> None:
+    """Room for about `jobs` more average jobs: share limits and the environment grow.
+
+    Goes through the services (the tick must see the change); only the share limits are raised
+    in bulk, as a fixture, before the service call that records the change.
+    """
+    demand = dict(
+        Job.objects.filter(job_queue=queue, status=JobStatus.RUNNABLE)
+        .values_list("capacity_unit__name")
+        .annotate(total=Sum("quantity"))
+    )
+    runnable = sum(demand.values()) or 1
+    # RESERVE shares keep their limits: raising them would only reserve more idle capacity.
+    ShareCapacityLimit.objects.filter(share__job_queue=queue).exclude(
+        share__sharing_strategy="RESERVE"
+    ).update(max_capacity=F("max_capacity") + 10_000)
+    count = Job.objects.filter(job_queue=queue, status=JobStatus.RUNNABLE).count() or 1
+    per_job = runnable / count
+    capacity = bridge.environment_limits(queue.service_environment)
+    services.update_service_environment(
+        None,
+        queue.service_environment,
+        capacity_limits={
+            unit: capacity[unit] + round(jobs * per_job * demand.get(unit, 0) / runnable)
+            for unit in capacity
+        },
+    )
+
+
+def forget_last_plan(queue: JobQueue) -> None:
+    """Make the next tick plan in full, as after any change to the queue."""
+    JobQueue.objects.filter(pk=queue.pk).update(planned_version=-1)
+
+
+def settle(queue: JobQueue, most: int = 30) -> int:
+    """Tick until a tick starts and preempts nothing; returns the ticks it took."""
+    for count in range(1, most + 1):
+        run = services.run_tick(queue.id)
+        if not run.dispatched and not run.preempted:
+            return count
+    raise CommandError(f"the queue did not settle within {most} ticks")
+
+
+class Command(BaseCommand):
+    help = "Benchmark one scheduler tick against one raw SELECT of the same jobs."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--runnable", type=int, default=20_000)
+        parser.add_argument("--dispatched", type=int, default=2_000)
+        parser.add_argument("--shares", type=int, default=200)
+        parser.add_argument("--units", type=int, default=5)
+        parser.add_argument(
+            "--dispatch",
+            type=int,
+            default=1_000,
+            help="about how many jobs the growing tick should start",
+        )
+        parser.add_argument("--repeat", type=int, default=5)
+        parser.add_argument("--json", action="store_true")
+
+    def handle(
+        self, *args, runnable, dispatched, shares, units, dispatch, repeat, json: bool, **options
+    ):
+        if min(shares, units, repeat) < 1 or min(runnable, dispatched, dispatch) < 0:
+            raise CommandError(
+                "sizes must be positive (runnable, dispatched and dispatch may be 0)"
+            )
+        say = (lambda text: None) if json else self.stderr.write
+        figures = {}
+        try:
+            with transaction.atomic():
+                say(
+                    f"seeding {runnable:,} runnable and {dispatched:,} dispatched jobs"
+                    f" in {shares} shares ..."
+                )
+                queue = seed(runnable, dispatched, shares, units)
+                say("settling: ticking until a tick changes nothing ...")
+                settle(queue)
+                figures = self.measure(queue, repeat, dispatch, say)
+                raise _Rollback
+        except _Rollback:
+            pass
+        figures.update(
+            runnable=runnable, dispatched=dispatched, shares=shares, vendor=connection.vendor
+        )
+        if json:
+            self.stdout.write(_json(figures))
+        else:
+            for key, value in figures.items():
+                self.stdout.write(f"{key:>22}: {value}")
+
+    def measure(self, queue: JobQueue, repeat: int, dispatch: int, say) -> dict:
+        say("timing ticks that change nothing ...")
+        tick_ms = _median_ms(lambda: services.run_tick(queue.id), repeat)
+        replan_ms = _median_ms(
+            lambda: services.run_tick(queue.id), repeat, setup=lambda: forget_last_plan(queue)
+        )
+        select_ms = _median_ms(lambda: raw_select(queue.id), repeat)
+        say(f"growing capacity so about {dispatch:,} jobs can start ...")
+        grow_capacity(queue, dispatch)
+        start = time.perf_counter()
+        run = services.run_tick(queue.id)
+        grow_ms = (time.perf_counter() - start) * 1000
+        return {
+            "tick_ms": round(tick_ms, 2),
+            "select_ms": round(select_ms, 2),
+            "ratio": round(tick_ms / select_ms, 2),
+            "replan_ms": round(replan_ms, 2),
+            "replan_ratio": round(replan_ms / select_ms, 2),
+            "dispatch_tick_ms": round(grow_ms, 2),
+            "dispatch_tick_started": run.dispatched,
+            "dispatch_tick_preempted": run.preempted,
+            "dispatch_tick_error": run.error,
+        }
+
+
+def _json(figures: dict) -> str:
+    return json.dumps(figures)
