@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -24,3 +25,74 @@ def scenario_files() -> list[Path]:
 @pytest.fixture
 def repo() -> Path:
     return REPO
+
+
+@pytest.fixture(autouse=True)
+def _ticks_only_when_asked(settings):
+    """Tests tick explicitly; the Celery test turns immediate ticks back on."""
+    settings.QP_IMMEDIATE_TICKS = False
+
+
+@dataclass
+class People:
+    admin: object
+    alice: object  # member of team vision
+    bob: object  # member of team nlp
+    tokens: dict
+
+
+@pytest.fixture
+def people(db) -> People:
+    from quotaportal.quotas import services
+
+    admin, admin_token = services.create_user("ada", admin=True)
+    alice, alice_token = services.create_user("alice", teams=["vision"])
+    bob, bob_token = services.create_user("bob", teams=["nlp"])
+    return People(admin, alice, bob, {"ada": admin_token, "alice": alice_token, "bob": bob_token})
+
+
+@dataclass
+class Fleet:
+    queue: object
+    env: object
+    vision: object  # LEND_AND_BORROW, limit 2 a100, in-share preemption
+    nlp: object  # LEND, limit 2 a100
+
+
+@pytest.fixture
+def fleet(people) -> Fleet:
+    """4 x a100 on a SIMULATED environment, one queue, two teams' shares."""
+    from quotaportal.quotas import services
+    from quotaportal.quotas.models import Team
+
+    services.create_capacity_unit(people.admin, name="a100")
+    env = services.create_service_environment(people.admin, name="sim", capacity_limits={"a100": 4})
+    policy = services.create_scheduling_policy(people.admin, name="fifo")
+    queue = services.create_job_queue(
+        people.admin, name="gpu", scheduling_policy=policy, service_environment=env
+    )
+    vision = services.create_share(
+        people.admin,
+        job_queue=queue,
+        name="vision",
+        team=Team.objects.get(name="vision"),
+        capacity_limits={"a100": 2},
+        sharing_strategy="LEND_AND_BORROW",
+        in_share_preemption=True,
+    )
+    nlp = services.create_share(
+        people.admin,
+        job_queue=queue,
+        name="nlp",
+        team=Team.objects.get(name="nlp"),
+        capacity_limits={"a100": 2},
+        sharing_strategy="LEND",
+    )
+    return Fleet(queue, env, vision, nlp)
+
+
+def submit(user, fleet, share="vision", name="job", **fields):
+    from quotaportal.quotas import services
+
+    fields.setdefault("capacity_unit", "a100")
+    return services.submit_job(user, job_queue=fleet.queue, quota_share=share, name=name, **fields)

@@ -87,7 +87,7 @@ class DbWorld:
         try:
             return fn(*args, **kwargs)
         except ServiceError as err:
-            raise StepRejected(err.message) from None
+            raise StepRejected("; ".join(err.errors.values())) from None
 
     def submit(self, now, job, share, unit, quantity, priority, preemption_retries):
         if job in self.ids:

@@ -1,0 +1,73 @@
+"""Management commands: create_user, tick, run_scenario, bench_tick."""
+
+from __future__ import annotations
+
+import json
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from rest_framework.authtoken.models import Token
+
+from quotaportal.quotas.models import Job
+from tests.conftest import scenario_files, submit
+
+
+def run(*args) -> str:
+    out = StringIO()
+    call_command(*args, stdout=out, stderr=StringIO())
+    return out.getvalue()
+
+
+@pytest.mark.django_db
+def test_create_user_prints_the_api_token_last():
+    out = run("create_user", "carol", "--team", "vision", "--team", "nlp", "--admin")
+    token = out.strip().splitlines()[-1]
+    assert Token.objects.get(key=token).user.username == "carol"
+    assert "carol (admin, vision, nlp)" in out
+
+
+def test_tick_command_ticks_every_queue(people, fleet):
+    job = submit(people.alice, fleet)
+    assert "gpu: dispatched 1, preempted 0" in run("tick")
+    assert Job.objects.get(pk=job.pk).status == "SCHEDULED"
+
+
+@pytest.mark.django_db
+def test_run_scenario_prints_the_same_lines_as_the_pure_runner(capsys):
+    files = [str(p) for p in scenario_files()]
+    out = run("run_scenario", *files)
+    lines = out.strip().splitlines()
+    assert lines[-1] == f"{len(lines) - 1} passed, 0 failed"
+    assert not Job.objects.exists(), "run_scenario rolls its data back unless --keep"
+
+
+@pytest.mark.django_db
+def test_run_scenario_fails_on_a_malformed_file(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{")
+    with pytest.raises(SystemExit) as exit_info:
+        run("run_scenario", str(bad))
+    assert exit_info.value.code == 1
+
+
+@pytest.mark.django_db
+def test_bench_tick_reports_its_figures():
+    out = run(
+        "bench_tick",
+        "--runnable",
+        "300",
+        "--dispatched",
+        "60",
+        "--shares",
+        "8",
+        "--dispatch",
+        "20",
+        "--repeat",
+        "1",
+        "--json",
+    )
+    figures = json.loads(out)
+    assert {"tick_ms", "select_ms", "ratio", "replan_ms", "dispatch_tick_ms"} <= set(figures)
+    assert figures["runnable"] == 300
+    assert not Job.objects.exists(), "bench_tick rolls its data back"

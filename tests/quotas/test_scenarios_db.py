@@ -1,0 +1,24 @@
+"""Every shared scenario plays through services + PostgreSQL + tick and agrees with the pure run."""
+
+from __future__ import annotations
+
+import pytest
+
+from quotaportal.quotas.scenario_world import DbWorld
+from scheduler.scenarios import PureWorld, load, play
+from tests.conftest import scenario_files
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("path", scenario_files(), ids=lambda p: p.stem)
+def test_shared_scenario_passes_through_the_control_plane_and_agrees(path):
+    scenario = load(path)
+    through_db = [r.line() for r in play(scenario, DbWorld(scenario))]
+    pure = [
+        r.line()
+        for r in play(
+            scenario, PureWorld(scenario.capacity, list(scenario.shares), scenario.ordering)
+        )
+    ]
+    assert [line for line in through_db if not line.startswith("PASS")] == []
+    assert through_db == pure
