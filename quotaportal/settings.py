@@ -58,6 +58,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "quotaportal.middleware.RejectNulCharactersMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -123,6 +124,8 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Quota shares, jobs and capacity for shared GPU fleets.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # The schema and its docs describe the API; they hold no data, so anyone may read them.
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
     # The docs UI is served from the package, so it works without internet access.
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",

@@ -20,6 +20,33 @@ from quotaportal.quotas.models import (
 )
 
 
+class NamedRef(serializers.SlugRelatedField):
+    """A related object referenced by name, with a clear error for names no row can have."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("slug_field", "name")
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str) or "\x00" in data:
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+def no_nul_characters(value) -> None:
+    """PostgreSQL's jsonb cannot store NUL; reject it with a 400 instead of failing later."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise serializers.ValidationError("text may not contain NUL characters")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            no_nul_characters(key)
+            no_nul_characters(item)
+    elif isinstance(value, list):
+        for item in value:
+            no_nul_characters(item)
+
+
 class CapacityLimitSerializer(serializers.Serializer):
     capacity_unit = serializers.CharField(max_length=64)
     max_capacity = serializers.IntegerField(min_value=0)
@@ -75,12 +102,8 @@ class ServiceEnvironmentSerializer(serializers.ModelSerializer):
 
 
 class JobQueueSerializer(serializers.ModelSerializer):
-    scheduling_policy = serializers.SlugRelatedField(
-        slug_field="name", queryset=SchedulingPolicy.objects.all()
-    )
-    service_environment = serializers.SlugRelatedField(
-        slug_field="name", queryset=ServiceEnvironment.objects.all()
-    )
+    scheduling_policy = NamedRef(queryset=SchedulingPolicy.objects.all())
+    service_environment = NamedRef(queryset=ServiceEnvironment.objects.all())
     ordering = serializers.ChoiceField(choices=Ordering.choices, default=Ordering.STRICT)
     state = serializers.ChoiceField(choices=State.choices, default=State.ENABLED)
     priority = serializers.IntegerField(min_value=0, max_value=1000, default=1)
@@ -99,8 +122,8 @@ class JobQueueSerializer(serializers.ModelSerializer):
 
 
 class QuotaShareSerializer(serializers.ModelSerializer):
-    job_queue = serializers.SlugRelatedField(slug_field="name", queryset=JobQueue.objects.all())
-    team = serializers.SlugRelatedField(slug_field="name", queryset=Team.objects.all())
+    job_queue = NamedRef(queryset=JobQueue.objects.all())
+    team = NamedRef(queryset=Team.objects.all())
     capacity_limits = CapacityLimitSerializer(many=True)
     sharing_strategy = serializers.ChoiceField(choices=Strategy.choices)
     borrow_limit = serializers.IntegerField(min_value=-1, required=False, allow_null=True)
@@ -155,7 +178,7 @@ class EvaluateOnExitSerializer(serializers.Serializer):
 
 
 class JobSerializer(serializers.ModelSerializer):
-    job_queue = serializers.SlugRelatedField(slug_field="name", queryset=JobQueue.objects.all())
+    job_queue = NamedRef(queryset=JobQueue.objects.all())
     quota_share = serializers.CharField(source="share_name", max_length=128)
     capacity_unit = serializers.CharField(source="capacity_unit.name", max_length=64)
     submitted_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
@@ -176,10 +199,14 @@ class JobSerializer(serializers.ModelSerializer):
         min_length=1, max_length=64, required=False, allow_null=True
     )
     tags = serializers.DictField(child=serializers.CharField(max_length=256), required=False)
+    service_request_payload = serializers.JSONField(
+        required=False, allow_null=True, validators=[no_nul_characters]
+    )
     attempts = AttemptSerializer(many=True, read_only=True)
 
     class Meta:
         model = Job
+        validators = []  # client_token reuse is idempotency, handled by the service
         fields = [
             "id",
             "name",
