@@ -1,0 +1,54 @@
+"""The admin shows every table; a change asks for an immediate tick once it commits."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib import admin
+
+from quotaportal.quotas import models, tasks
+from tests.conftest import submit
+
+TABLES = [
+    models.Team,
+    models.Membership,
+    models.CapacityUnit,
+    models.ServiceEnvironment,
+    models.EnvironmentCapacity,
+    models.SchedulingPolicy,
+    models.JobQueue,
+    models.QuotaShare,
+    models.ShareCapacityLimit,
+    models.Job,
+    models.JobAttempt,
+    models.Event,
+    models.SchedulerRun,
+]
+
+
+@pytest.mark.parametrize("model", TABLES, ids=lambda m: m.__name__)
+def test_every_table_has_an_admin_page(admin_client, people, fleet, model):
+    submit(people.alice, fleet)
+    url = f"/admin/{model._meta.app_label}/{model._meta.model_name}/"
+    assert model in admin.site._registry
+    assert admin_client.get(url).status_code == 200
+
+
+def test_the_admin_is_read_only(admin_client, fleet):
+    url = f"/admin/quotas/quotashare/{fleet.vision.pk}/change/"
+    page = admin_client.get(url)
+    assert page.status_code == 200
+    assert b'name="_save"' not in page.content
+    assert admin_client.post(url, {"name": "renamed"}).status_code == 403
+
+
+def test_a_submit_enqueues_a_tick_only_after_commit(
+    people, fleet, settings, monkeypatch, django_capture_on_commit_callbacks
+):
+    settings.QP_IMMEDIATE_TICKS = True
+    sent = []
+    monkeypatch.setattr(tasks.tick_queue, "delay", sent.append)
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        submit(people.alice, fleet)
+        assert sent == []  # nothing leaves before the transaction commits
+    assert len(callbacks) == 1
+    assert sent == [fleet.queue.id]
