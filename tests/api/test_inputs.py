@@ -129,3 +129,11 @@ def test_queue_snapshot_shows_the_front_and_share_utilization(as_user, people, f
         "idle": 0,
     }
     assert snap["last_tick_at"] is not None
+
+
+def test_pagination_bounds_huge_numbers(as_user, fleet):
+    response = as_user("alice").get(
+        "/api/v1/jobs/?limit=10000000000000000000000&offset=99999999999999999999"
+    )
+    assert response.status_code == 200
+    assert response.json()["results"] == []

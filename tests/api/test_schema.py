@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from io import StringIO
 
@@ -47,7 +48,7 @@ def admin_headers(people, fleet):
 
 @schema.parametrize()
 @settings(
-    max_examples=12,
+    max_examples=int(os.environ.get("QP_FUZZ_EXAMPLES", "12")),  # more for a deeper local run
     deadline=None,
     suppress_health_check=[
         HealthCheck.function_scoped_fixture,
