@@ -137,6 +137,9 @@ class Plan:
     now: float
     dispatches: tuple[Dispatch, ...] = ()
     pending: Mapping[str, Pending] = field(default_factory=dict)
+    # Shares with RUNNABLE jobs in the order the queue serves them; position_in_queue of a
+    # share's k-th job follows from it and the shares' RUNNABLE counts (see scheduler.pending).
+    share_ranking: tuple[str, ...] = ()
 
     @property
     def preemptions(self) -> tuple[Preemption, ...]:

@@ -92,7 +92,8 @@ def pending_reasons(
     preempted: Mapping[str, list[Job]],
     ledger: Ledger,
     ordering: Ordering,
-) -> dict[str, Pending]:
+) -> tuple[dict[str, Pending], tuple[str, ...]]:
+    """Pending info per RUNNABLE job, and the shares that have some in queue-rank order."""
     per_share = []
     for name, queue in queues.items():
         entries = _final_entries(queue, preempted.get(name, []))
@@ -100,7 +101,8 @@ def pending_reasons(
             rank = _share_rank_key(ledger, queue.share, entries)
             per_share.append((rank, entries, _reasons(ledger, queue.share, entries, ordering)))
     per_share.sort(key=lambda item: item[0])
-    return _number_in_queue_order([(entries, reasons) for _, entries, reasons in per_share])
+    ranking = tuple(rank[3] for rank, _, _ in per_share)
+    return _number_in_queue_order([(e, r) for _, e, r in per_share]), ranking
 
 
 def _number_in_queue_order(ranked: list[tuple[list, list]]) -> dict[str, Pending]:

@@ -72,8 +72,8 @@ class _Tick:
         self.start_within_quota()
         self.preempt_within_shares()
         self.borrow_idle_capacity()
-        pending = pending_reasons(self.queues, self.preempted, self.ledger, self.ordering)
-        return Plan(now=self.now, dispatches=tuple(self.dispatches), pending=pending)
+        pending, ranking = pending_reasons(self.queues, self.preempted, self.ledger, self.ordering)
+        return Plan(self.now, tuple(self.dispatches), pending, ranking)
 
     # -- step 1 ---------------------------------------------------------------------------
 

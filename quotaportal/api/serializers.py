@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from quotaportal.quotas import selectors
 from quotaportal.quotas.models import (
     Backend,
     CapacityUnit,
@@ -203,6 +204,8 @@ class JobSerializer(serializers.ModelSerializer):
         required=False, allow_null=True, validators=[no_nul_characters]
     )
     attempts = AttemptSerializer(many=True, read_only=True)
+    position_in_share = serializers.SerializerMethodField()
+    position_in_queue = serializers.SerializerMethodField()
 
     class Meta:
         model = Job
@@ -256,6 +259,20 @@ class JobSerializer(serializers.ModelSerializer):
             "stopped_at",
             "is_terminated",
         ]
+
+    def _position(self, job, index: int) -> int | None:
+        # Lists pass the whole page's positions in the context (three queries in all).
+        positions = self.context.setdefault("positions", {})
+        if job.pk not in positions:
+            positions[job.pk] = selectors.job_positions([job]).get(job.pk)
+        found = positions[job.pk]
+        return found[index] if found else None
+
+    def get_position_in_share(self, job) -> int | None:
+        return self._position(job, 0)
+
+    def get_position_in_queue(self, job) -> int | None:
+        return self._position(job, 1)
 
 
 class PriorityUpdateSerializer(serializers.Serializer):

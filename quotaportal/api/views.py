@@ -222,7 +222,11 @@ class JobViewSet(
 
     @extend_schema(parameters=JOB_FILTERS)
     def list(self, request, *args, **kwargs):
-        return super().list(request, *args, **kwargs)
+        page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
+        context = {**self.get_serializer_context(), "positions": selectors.job_positions(page)}
+        return self.get_paginated_response(
+            self.get_serializer(page, many=True, context=context).data
+        )
 
     def create(self, request, *args, **kwargs):
         serializer = self.get_serializer(data=request.data)

@@ -101,8 +101,9 @@ class Loaded:
     """A snapshot plus what the rows said about pending state, to write only what changed."""
 
     snapshot: Snapshot
-    pending: dict[str, tuple[str, int | None, int | None]]
+    pending: dict[str, str]  # RUNNABLE job id -> stored pending reason
     share_ids: dict[str, int]
+    share_ranks: dict[str, int | None]
 
 
 def load_snapshot(queue: JobQueue) -> Loaded:
@@ -115,7 +116,12 @@ def load_snapshot(queue: JobQueue) -> Loaded:
     shares = tuple(share_of(s, limits[s.id]) for s in share_rows)
     jobs, pending = _active_jobs(queue.id)
     snapshot = Snapshot(capacity_of(queue), shares, tuple(jobs), Ordering(queue.ordering))
-    return Loaded(snapshot, pending, {s.name: s.id for s in share_rows})
+    return Loaded(
+        snapshot,
+        pending,
+        {s.name: s.id for s in share_rows},
+        {s.name: s.queue_rank for s in share_rows},
+    )
 
 
 ACTIVE_JOBS_SQL = """
@@ -123,7 +129,7 @@ ACTIVE_JOBS_SQL = """
            EXTRACT(EPOCH FROM j.created_at)::float8,
            CASE WHEN j.status = 'RUNNABLE' THEN NULL
                 ELSE EXTRACT(EPOCH FROM j.scheduled_at)::float8 END,
-           j.pending_reason, j.position_in_share, j.position_in_queue
+           j.pending_reason
     FROM quotas_job j
     JOIN quotas_quotashare s ON s.id = j.quota_share_id
     JOIN quotas_capacityunit u ON u.id = j.capacity_unit_id
@@ -151,8 +157,6 @@ def _active_rows(queue_id: int) -> list[tuple]:
         "scheduled_at",
         "status",
         "pending_reason",
-        "position_in_share",
-        "position_in_queue",
     )
     return [
         (
@@ -172,7 +176,7 @@ def _active_rows(queue_id: int) -> list[tuple]:
 
 
 _job_fields = itemgetter(0, 1, 2, 3, 4, 5, 6)
-_pending_fields = itemgetter(7, 8, 9)
+_pending_reason = itemgetter(7)
 _is_runnable = partial(is_, None)
 
 
@@ -181,7 +185,7 @@ def _active_jobs(queue_id: int) -> tuple[list[PlannedJob], dict]:
     rows = _active_rows(queue_id)
     jobs = list(map(partial(tuple.__new__, PlannedJob), map(_job_fields, rows)))
     runnable = list(compress(rows, map(_is_runnable, map(itemgetter(6), rows))))
-    pending = dict(zip(map(itemgetter(0), runnable), map(_pending_fields, runnable), strict=True))
+    pending = dict(zip(map(itemgetter(0), runnable), map(_pending_reason, runnable), strict=True))
     return jobs, pending
 
 
@@ -214,8 +218,6 @@ def _start_jobs(queue: JobQueue, plan: Plan, now: datetime) -> int:
             scheduled_at=now,
             status_reason=reason,
             pending_reason="",
-            position_in_share=None,
-            position_in_queue=None,
         )
     numbers = dict(
         JobAttempt.objects.filter(job_id__in=list(ready))
@@ -316,35 +318,35 @@ def _preempt_victims(queue: JobQueue, plan: Plan, now: datetime) -> int:
 
 
 PENDING_UPDATE_SQL = """
-    UPDATE quotas_job AS j
-    SET pending_reason = v.reason, position_in_share = v.in_share, position_in_queue = v.in_queue
-    FROM unnest(%s::uuid[], %s::text[], %s::int[], %s::int[]) AS v(id, reason, in_share, in_queue)
+    UPDATE quotas_job AS j SET pending_reason = v.reason
+    FROM unnest(%s::uuid[], %s::text[]) AS v(id, reason)
     WHERE j.id = v.id AND j.status = 'RUNNABLE'
 """
 
 
 def _write_pending(loaded: Loaded, plan: Plan) -> int:
-    """Store pending reasons and positions, touching only the rows whose values changed."""
+    """Store pending reasons, touching only the rows whose reason changed."""
     before = loaded.pending
-    # Pending is a tuple of (StrEnum, int, int): it compares equal to the stored row as is.
     changed = [
-        (job_id, p.reason.value, p.position_in_share, p.position_in_queue)
-        for job_id, p in plan.pending.items()
-        if before.get(job_id) != p
+        (job_id, p.reason) for job_id, p in plan.pending.items() if before.get(job_id) != p.reason
     ]
-    if not changed:
-        return 0
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute(
-                PENDING_UPDATE_SQL, [list(column) for column in zip(*changed, strict=True)]
-            )
-        return len(changed)
-    rows = [
-        Job(id=i, pending_reason=r, position_in_share=s, position_in_queue=q)
-        for i, r, s, q in changed
-    ]
-    Job.objects.bulk_update(
-        rows, ["pending_reason", "position_in_share", "position_in_queue"], batch_size=500
-    )
+    if changed:
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                ids, reasons = zip(*changed, strict=True)
+                cursor.execute(PENDING_UPDATE_SQL, [list(ids), [str(r) for r in reasons]])
+        else:
+            rows = [Job(id=i, pending_reason=r) for i, r in changed]
+            Job.objects.bulk_update(rows, ["pending_reason"], batch_size=500)
+    _write_share_ranks(loaded, plan)
     return len(changed)
+
+
+def _write_share_ranks(loaded: Loaded, plan: Plan) -> None:
+    ranks = {name: index for index, name in enumerate(plan.share_ranking)}
+    changed = [
+        QuotaShare(id=share_id, queue_rank=ranks.get(name))
+        for name, share_id in loaded.share_ids.items()
+        if loaded.share_ranks.get(name) != ranks.get(name)
+    ]
+    QuotaShare.objects.bulk_update(changed, ["queue_rank"])

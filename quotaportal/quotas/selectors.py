@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from django.db.models import Q, Sum
+from django.db.models import Count, F, OuterRef, Q, Subquery, Sum, Window
+from django.db.models.functions import Coalesce, RowNumber
 
 from quotaportal.quotas import bridge
 from quotaportal.quotas.models import (
@@ -16,6 +17,7 @@ from quotaportal.quotas.models import (
     ShareCapacityLimit,
 )
 from quotaportal.quotas.permissions import is_platform_admin, team_ids
+from scheduler.positions import QueueNumbering
 
 
 def visible_jobs(user, queryset=None):
@@ -74,28 +76,100 @@ def share_utilization(queue: JobQueue) -> dict[str, dict[str, dict[str, int]]]:
     return result
 
 
+def _ahead_in_share():
+    """Correlated count of RUNNABLE jobs ahead of the outer job in its share's order."""
+    same = Job.objects.filter(quota_share_id=OuterRef("quota_share_id"), status=JobStatus.RUNNABLE)
+    prio, created = OuterRef("scheduling_priority"), OuterRef("created_at")
+    ahead = same.filter(
+        Q(scheduling_priority__gt=prio)
+        | Q(scheduling_priority=prio, created_at__lt=created)
+        | Q(scheduling_priority=prio, created_at=created, id__lt=OuterRef("id"))
+    )
+    return Coalesce(
+        Subquery(ahead.order_by().values("quota_share_id").annotate(n=Count("*")).values("n")), 0
+    )
+
+
+def _numberings(queue_ids) -> dict[int, tuple[QueueNumbering, dict[int, int]]]:
+    """Per queue: the numbering of its RUNNABLE jobs and each share's index in rank order."""
+    counts = dict(
+        Job.objects.filter(job_queue_id__in=queue_ids, status=JobStatus.RUNNABLE)
+        .values_list("quota_share_id")
+        .annotate(n=Count("id"))
+    )
+    shares = defaultdict(list)
+    for share_id, queue_id, rank, name in QuotaShare.objects.filter(
+        job_queue_id__in=queue_ids
+    ).values_list("id", "job_queue_id", "queue_rank", "name"):
+        if counts.get(share_id):
+            # Shares that gained jobs since the last tick have no rank yet: they come last.
+            shares[queue_id].append((rank is None, rank or 0, name, share_id))
+    result = {}
+    for queue_id, entries in shares.items():
+        entries.sort()
+        order = [entry[3] for entry in entries]
+        result[queue_id] = (
+            QueueNumbering([counts[s] for s in order]),
+            {s: i for i, s in enumerate(order)},
+        )
+    return result
+
+
+def job_positions(jobs) -> dict:
+    """job id -> (position_in_share, position_in_queue) for the RUNNABLE ones, in 3 queries."""
+    runnable = [j for j in jobs if j.status == JobStatus.RUNNABLE and j.quota_share_id]
+    if not runnable:
+        return {}
+    ahead = dict(
+        Job.objects.filter(pk__in=[j.pk for j in runnable])
+        .annotate(ahead=_ahead_in_share())
+        .values_list("pk", "ahead")
+    )
+    numberings = _numberings({j.job_queue_id for j in runnable})
+    positions = {}
+    for job in runnable:
+        in_share = ahead[job.pk] + 1
+        numbering, rank = numberings[job.job_queue_id]
+        positions[job.pk] = (in_share, numbering.position(rank[job.quota_share_id], in_share))
+    return positions
+
+
 def queue_snapshot(queue: JobQueue, front: int = 100) -> dict:
     """The front of the queue, the head of each share, and utilization (AWS GetJobQueueSnapshot)."""
-    runnable = Job.objects.filter(job_queue=queue, status=JobStatus.RUNNABLE)
-    front_jobs = list(
-        runnable.filter(position_in_queue__isnull=False)
-        .order_by("position_in_queue")
-        .values(
-            "id", "name", "share_name", "scheduling_priority", "pending_reason", "position_in_queue"
-        )[:front]
+    in_share = Window(
+        RowNumber(),
+        partition_by=[F("quota_share_id")],
+        order_by=[F("scheduling_priority").desc(), F("created_at").asc(), F("id").asc()],
     )
-    heads = {
-        row["share_name"]: row
-        for row in runnable.filter(position_in_share=1).values(
-            "id", "name", "share_name", "scheduling_priority", "pending_reason"
+    leading = list(
+        Job.objects.filter(job_queue=queue, status=JobStatus.RUNNABLE, quota_share__isnull=False)
+        .annotate(in_share=in_share)
+        .filter(in_share__lte=front)
+        .values(
+            "id",
+            "name",
+            "share_name",
+            "quota_share_id",
+            "scheduling_priority",
+            "pending_reason",
+            "in_share",
         )
-    }
+    )
+    numbering, rank = _numberings([queue.id]).get(queue.id, (None, {}))
+    for row in leading:
+        row["position_in_queue"] = numbering.position(
+            rank[row.pop("quota_share_id")], row["in_share"]
+        )
+        row["position_in_share"] = row.pop("in_share")
+    leading.sort(key=lambda row: row["position_in_queue"])
     last_run = queue.scheduler_runs.filter(skipped=False).first()
     return {
         "job_queue": queue.name,
         "capacity": bridge.capacity_of(queue),
-        "front_of_queue": front_jobs,
-        "front_of_quota_shares": heads,
+        "front_of_queue": leading[:front],
+        "front_of_quota_shares": {
+            r["share_name"]: r for r in leading if r["position_in_share"] == 1
+        },
         "share_utilization": share_utilization(queue),
         "last_tick_at": last_run.started_at if last_run else None,
     }

@@ -10,6 +10,7 @@ from django.db import connection, transaction
 from quotaportal.quotas import services
 from quotaportal.quotas.locks import ADVISORY_LOCKS
 from quotaportal.quotas.models import Job, SchedulerRun
+from quotaportal.quotas.selectors import job_positions
 from scheduler import Dispatch, Plan
 from tests.conftest import submit
 
@@ -19,7 +20,7 @@ def test_a_tick_dispatches_and_explains_every_waiting_job(people, fleet):
     run = services.run_tick(fleet.queue.id)
     assert (run.dispatched, run.preempted, run.replanned, run.skipped) == (2, 0, True, False)
     waiting = Job.objects.get(pk=jobs[2].pk)
-    assert (waiting.pending_reason, waiting.position_in_share, waiting.position_in_queue) == (
+    assert (waiting.pending_reason, *job_positions([waiting])[waiting.pk]) == (
         "NOTHING_TO_BORROW",
         1,
         1,
@@ -89,3 +90,38 @@ def test_an_invalid_plan_is_not_applied_and_is_recorded(people, fleet, monkeypat
     assert "over capacity" in run.error
     assert not Job.objects.exclude(status="RUNNABLE").exists()
     assert SchedulerRun.objects.filter(error__startswith="invalid plan").count() == 1
+
+
+def test_positions_computed_on_read_match_the_planner(people, fleet):
+    from quotaportal.quotas import bridge
+    from scheduler import plan_tick
+
+    services.update_share(people.admin, fleet.nlp, sharing_strategy="LEND_AND_BORROW")
+    for i in range(7):
+        submit(people.alice, fleet, name=f"v{i}", scheduling_priority=i % 3, quantity=1 + i % 2)
+        submit(people.bob, fleet, share="nlp", name=f"n{i}", scheduling_priority=i % 2)
+    for _ in range(4):
+        services.run_tick(fleet.queue.id)
+    plan = plan_tick(bridge.load_snapshot(fleet.queue).snapshot, 0.0)
+    runnable = list(Job.objects.filter(status="RUNNABLE"))
+    assert len(runnable) == len(plan.pending) > 5
+    on_read = job_positions(runnable)
+    for job in runnable:
+        pending = plan.pending[str(job.pk)]
+        assert on_read[job.pk] == (pending.position_in_share, pending.position_in_queue)
+
+
+def test_listing_jobs_costs_the_same_queries_for_any_page_size(
+    people, fleet, django_assert_max_num_queries
+):
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    client.force_authenticate(people.alice)
+    for i in range(40):
+        submit(people.alice, fleet, name=f"v{i}")
+    services.run_tick(fleet.queue.id)
+    with django_assert_max_num_queries(12) as small:
+        assert len(client.get("/api/v1/jobs/?limit=5").json()["results"]) == 5
+    with django_assert_max_num_queries(len(small.captured_queries)):
+        assert len(client.get("/api/v1/jobs/?limit=40").json()["results"]) == 40

@@ -127,3 +127,20 @@ def test_a_tick_on_its_own_outcome_preempts_nothing_it_just_started(snapshot):
     check_plan(second_snapshot, second)
     cross = {p.job_id for p in second.preemptions if p.kind == "cross_share"}
     assert not cross & started
+
+
+@settings(max_examples=200, deadline=None)
+@given(snapshots())
+def test_queue_positions_follow_from_share_ranks_and_counts(snapshot):
+    from scheduler.positions import QueueNumbering
+
+    plan = plan_tick(snapshot, 100.0)
+    share_of = {job.id: job.share for job in snapshot.jobs}
+    counts = dict.fromkeys(plan.share_ranking, 0)
+    for job_id in plan.pending:
+        counts[share_of[job_id]] += 1
+    numbering = QueueNumbering([counts[name] for name in plan.share_ranking])
+    rank = {name: index for index, name in enumerate(plan.share_ranking)}
+    for job_id, pending in plan.pending.items():
+        expected = numbering.position(rank[share_of[job_id]], pending.position_in_share)
+        assert pending.position_in_queue == expected

@@ -45,6 +45,11 @@ class Event(models.Model):
 
     class Meta:
         ordering = ["-time", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(kind__in=EventKind.values), name="event_kind_valid"
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.time:%Y-%m-%d %H:%M:%S} {self.actor_name} {self.kind}"
@@ -64,3 +69,8 @@ class SchedulerRun(models.Model):
 
     class Meta:
         ordering = ["-started_at"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(duration_ms__gte=0), name="run_duration_not_negative"
+            ),
+        ]

@@ -40,7 +40,8 @@ class PendingReason(models.TextChoices):
 class Job(models.Model):
     """A service job: what to run, in which share, how many instances, and where it stands.
 
-    pending_reason and the positions are written by the scheduler tick for RUNNABLE jobs.
+    pending_reason is written by the scheduler tick for RUNNABLE jobs (only when it changes);
+    positions are computed on read (quotas.selectors) from share order and share ranks.
     scheduled_at is the time of the latest dispatch (victim choice prefers the newest).
     """
 
@@ -60,8 +61,6 @@ class Job(models.Model):
     status = models.CharField(max_length=10, choices=JobStatus.choices, default=JobStatus.RUNNABLE)
     status_reason = models.TextField(blank=True)
     pending_reason = models.CharField(max_length=32, choices=PendingReason.choices, blank=True)
-    position_in_share = models.PositiveIntegerField(null=True)
-    position_in_queue = models.PositiveIntegerField(null=True)
     command = models.TextField(blank=True)
     service_request_payload = models.JSONField(null=True, blank=True)
     retry_attempts = models.PositiveSmallIntegerField(default=1)
@@ -110,6 +109,10 @@ class Job(models.Model):
             models.CheckConstraint(
                 condition=Q(status__in=JobStatus.values), name="job_status_valid"
             ),
+            models.CheckConstraint(
+                condition=Q(pending_reason__in=[*PendingReason.values, ""]),
+                name="job_pending_reason_valid",
+            ),
             models.UniqueConstraint(
                 fields=["job_queue", "client_token"],
                 condition=Q(client_token__isnull=False),
@@ -147,4 +150,5 @@ class JobAttempt(models.Model):
         ordering = ["job", "number"]
         constraints = [
             models.UniqueConstraint(fields=["job", "number"], name="attempt_number_unique"),
+            models.CheckConstraint(condition=Q(number__gte=1), name="attempt_number_positive"),
         ]

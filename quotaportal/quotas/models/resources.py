@@ -177,6 +177,9 @@ class QuotaShare(models.Model):
     in_share_preemption = models.BooleanField(default=False)
     state = models.CharField(max_length=8, choices=State.choices, default=State.ENABLED)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Where the last tick ranked this share among those with RUNNABLE jobs (0 = served first);
+    # None when it has none. Positions in the queue are derived from it on read.
+    queue_rank = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
         constraints = [

@@ -227,8 +227,6 @@ def terminate_job(actor, job: Job, reason: str, now=None) -> Job:
                 stopped_at=now,
                 is_terminated=True,
                 pending_reason="",
-                position_in_share=None,
-                position_in_queue=None,
             )
         )
         if not ended:

@@ -109,7 +109,7 @@ def seed(runnable: int, dispatched: int, shares: int, units: int) -> JobQueue:
 
 PORTABLE_SELECT = """
     SELECT id, quota_share_id, capacity_unit_id, quantity, scheduling_priority, created_at,
-           scheduled_at, status, pending_reason, position_in_share, position_in_queue
+           scheduled_at, status, pending_reason
     FROM quotas_job
     WHERE job_queue_id = %s AND status IN ('RUNNABLE', 'SCHEDULED', 'STARTING', 'RUNNING')
 """
