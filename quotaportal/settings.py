@@ -51,9 +51,11 @@ INSTALLED_APPS = [
     "rest_framework.authtoken",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "django_htmx",
     "quotaportal.quotas",
     "quotaportal.hosts",
     "quotaportal.api",
+    "quotaportal.web",
 ]
 
 MIDDLEWARE = [
@@ -65,6 +67,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
 ]
 
 ROOT_URLCONF = "quotaportal.urls"
@@ -98,6 +101,10 @@ TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "dashboard"
+LOGOUT_REDIRECT_URL = "login"
 STATIC_ROOT = BASE_DIR / "var" / "static"
 
 # Scheduler loop and host health (DESIGN.md §7).
@@ -107,6 +114,8 @@ QP_HOST_TIMEOUT = envint("QP_HOST_TIMEOUT", 30)
 QP_IMMEDIATE_TICKS = envbool("QP_IMMEDIATE_TICKS", True)
 # A tick re-plans a queue nothing has changed at least this often, as a safety net.
 QP_FULL_REPLAN_SECONDS = envint("QP_FULL_REPLAN_SECONDS", 30)
+# Scheduler runs and utilization samples older than this are pruned by beat.
+QP_HISTORY_HOURS = envint("QP_HISTORY_HOURS", 24)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

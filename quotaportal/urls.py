@@ -12,4 +12,5 @@ urlpatterns = [
     path("api/v1/", include("quotaportal.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    path("", include("quotaportal.web.urls")),
 ]

@@ -168,8 +168,6 @@ def _active_rows(queue_id: int) -> list[tuple]:
             r[5].timestamp(),
             None if r[7] == JobStatus.RUNNABLE else timestamp(r[6] or r[5]),
             r[8],
-            r[9],
-            r[10],
         )
         for r in rows
     ]
@@ -187,6 +185,17 @@ def _active_jobs(queue_id: int) -> tuple[list[PlannedJob], dict]:
     runnable = list(compress(rows, map(_is_runnable, map(itemgetter(6), rows))))
     pending = dict(zip(map(itemgetter(0), runnable), map(_pending_reason, runnable), strict=True))
     return jobs, pending
+
+
+def usage_after(snapshot: Snapshot, plan: Plan) -> dict[str, dict[str, int]]:
+    """Instances in use per share and unit once the plan is applied."""
+    jobs = {job.id: job for job in snapshot.jobs}
+    gone = {p.job_id for p in plan.preemptions}
+    usage: dict[str, dict[str, int]] = defaultdict(dict)
+    running = [j for j in snapshot.jobs if j.dispatched and j.id not in gone]
+    for job in running + [jobs[d.job_id] for d in plan.dispatches]:
+        usage[job.share][job.unit] = usage[job.share].get(job.unit, 0) + job.quantity
+    return dict(usage)
 
 
 def apply_plan(queue: JobQueue, loaded: Loaded, plan: Plan, now: datetime) -> tuple[int, int]:

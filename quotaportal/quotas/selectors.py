@@ -10,11 +10,13 @@ from django.db.models.functions import Coalesce, RowNumber
 from quotaportal.quotas import bridge
 from quotaportal.quotas.models import (
     DISPATCHED,
+    Event,
     Job,
     JobQueue,
     JobStatus,
     QuotaShare,
     ShareCapacityLimit,
+    UtilizationSample,
 )
 from quotaportal.quotas.permissions import is_platform_admin, team_ids
 from scheduler.positions import QueueNumbering
@@ -172,4 +174,69 @@ def queue_snapshot(queue: JobQueue, front: int = 100) -> dict:
         },
         "share_utilization": share_utilization(queue),
         "last_tick_at": last_run.started_at if last_run else None,
+    }
+
+
+def share_job_counts(queue: JobQueue) -> dict[int, dict[str, int]]:
+    """share id -> {"runnable": n, "running": m} in one query."""
+    counts: dict[int, dict[str, int]] = defaultdict(lambda: {"runnable": 0, "running": 0})
+    for share_id, status, n in (
+        Job.objects.filter(job_queue=queue, status__in=(JobStatus.RUNNABLE, *DISPATCHED))
+        .values_list("quota_share_id", "status")
+        .annotate(n=Count("id"))
+    ):
+        counts[share_id]["runnable" if status == JobStatus.RUNNABLE else "running"] += n
+    return counts
+
+
+def recent_preemptions(queue: JobQueue, limit: int = 8):
+    kinds = ("preempted_cross_share", "preempted_in_share")
+    return list(
+        Event.objects.filter(job_queue=queue, kind__in=kinds)
+        .select_related("job")
+        .order_by("-time", "-id")[:limit]
+    )
+
+
+def utilization_history(queue: JobQueue, since) -> list:
+    return list(UtilizationSample.objects.filter(job_queue=queue, time__gte=since).order_by("time"))
+
+
+BAR_PARTS = ("own", "borrowed", "lent", "idle")
+
+
+def _bar(unit: str, figures: dict[str, int]) -> dict:
+    """One share's use of one unit as bar segments: own use, borrowed, lent out, idle."""
+    own = min(figures["used"], figures["limit"])
+    sizes = {
+        "own": own,
+        "borrowed": figures["borrowed"],
+        "lent": figures["lent"],
+        "idle": figures["idle"],
+    }
+    total = max(sum(sizes.values()), 1)
+    segments = [(part, sizes[part], round(100 * sizes[part] / total, 2)) for part in BAR_PARTS]
+    return {"unit": unit, "own": own, **figures, "segments": segments}
+
+
+def queue_dashboard(queue: JobQueue, since) -> dict:
+    """Everything the dashboard shows for one queue, in a fixed number of queries."""
+    shares = list(
+        QuotaShare.objects.filter(job_queue=queue).select_related("team").order_by("name")
+    )
+    utilization = share_utilization(queue)
+    counts = share_job_counts(queue)
+    rows = []
+    for share in shares:
+        units = []
+        for unit, figures in utilization.get(share.name, {}).items():
+            units.append(_bar(unit, figures))
+        rows.append({"share": share, "units": units, **counts[share.id]})
+    return {
+        "queue": queue,
+        "capacity": bridge.capacity_of(queue),
+        "shares": rows,
+        "preemptions": recent_preemptions(queue),
+        "last_run": queue.scheduler_runs.filter(skipped=False).order_by("-started_at").first(),
+        "history": utilization_history(queue, since),
     }

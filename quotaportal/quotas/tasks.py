@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from celery import shared_task
+from datetime import timedelta
 
-from quotaportal.quotas.models import JobQueue, State
+from celery import shared_task
+from django.conf import settings
+from django.utils import timezone
+
+from quotaportal.quotas.models import JobQueue, SchedulerRun, State, UtilizationSample
 from quotaportal.quotas.services.tick import run_tick
 
 
@@ -18,3 +22,11 @@ def tick_all_queues() -> None:
     """Beat's periodic task: one tick task per queue, so several workers share the queues."""
     for queue_id in JobQueue.objects.filter(state=State.ENABLED).values_list("id", flat=True):
         tick_queue.delay(queue_id)
+    prune_history()
+
+
+def prune_history() -> None:
+    """Scheduler runs and utilization samples are kept for a day."""
+    cutoff = timezone.now() - timedelta(hours=settings.QP_HISTORY_HOURS)
+    SchedulerRun.objects.filter(started_at__lt=cutoff).delete()
+    UtilizationSample.objects.filter(time__lt=cutoff).delete()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from quotaportal.quotas.models.audit import Event, EventKind, SchedulerRun
+from quotaportal.quotas.models.audit import Event, EventKind, SchedulerRun, UtilizationSample
 from quotaportal.quotas.models.jobs import (
     ACTIVE,
     DISPATCHED,
@@ -52,4 +52,5 @@ __all__ = [
     "State",
     "Strategy",
     "Team",
+    "UtilizationSample",
 ]

@@ -74,3 +74,18 @@ class SchedulerRun(models.Model):
                 condition=models.Q(duration_ms__gte=0), name="run_duration_not_negative"
             ),
         ]
+
+
+class UtilizationSample(models.Model):
+    """Instances in use per share and unit at a moment, for the dashboard's history chart.
+
+    The tick writes one when usage changed since the last sample or a minute has passed.
+    """
+
+    job_queue = models.ForeignKey(JobQueue, on_delete=models.CASCADE, related_name="samples")
+    time = models.DateTimeField(default=timezone.now)
+    used = models.JSONField(default=dict)  # {share name: {unit: instances}}
+
+    class Meta:
+        ordering = ["time"]
+        indexes = [models.Index(fields=["job_queue", "time"], name="sample_queue_time")]

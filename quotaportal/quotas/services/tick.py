@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
@@ -21,7 +22,14 @@ from django.utils import timezone
 
 from quotaportal.quotas import bridge
 from quotaportal.quotas.locks import try_lock_queue
-from quotaportal.quotas.models import ACTIVE, Backend, Job, JobQueue, SchedulerRun
+from quotaportal.quotas.models import (
+    ACTIVE,
+    Backend,
+    Job,
+    JobQueue,
+    SchedulerRun,
+    UtilizationSample,
+)
 from quotaportal.quotas.services.lifecycle import enforce_attempt_timeouts, progress_simulated
 from scheduler import InvariantViolation, check_plan, plan_tick
 
@@ -63,11 +71,13 @@ def _tick_locked(queue: JobQueue, now) -> tuple[int, int] | None:
     enforce_attempt_timeouts(queue.id, now)
     version = JobQueue.objects.values_list("state_version", flat=True).get(pk=queue.id)
     if _unchanged_since_last_plan(queue, version, now):
+        record_sample(queue, None, now)
         return None
     loaded = bridge.load_snapshot(queue)
     plan = plan_tick(loaded.snapshot, now.timestamp())
     check_plan(loaded.snapshot, plan, positions=False)
     dispatched, preempted = bridge.apply_plan(queue, loaded, plan, now)
+    record_sample(queue, bridge.usage_after(loaded.snapshot, plan), now)
     # Only a plan that changed nothing is a fixed point worth remembering; after any change
     # the next tick must plan again (a preempted job may start, a blocked share may move).
     settled = not dispatched and not preempted
@@ -78,6 +88,25 @@ def _tick_locked(queue: JobQueue, now) -> tuple[int, int] | None:
         planned_capacity=dict(loaded.snapshot.capacity),
     )
     return dispatched, preempted
+
+
+SAMPLE_EVERY = timedelta(seconds=60)
+
+
+def record_sample(queue: JobQueue, usage: dict | None, now) -> None:
+    """Keep the utilization history: a sample when usage changed or a minute has passed.
+
+    With `usage` None (a tick that did not re-plan, so usage is unchanged) the last sample is
+    repeated once a minute, so the chart's line reaches the present.
+    """
+    last = UtilizationSample.objects.filter(job_queue=queue).order_by("-time").first()
+    if usage is None:
+        if last is None or now - last.time < SAMPLE_EVERY:
+            return
+        usage = last.used
+    elif last is not None and last.used == usage and now - last.time < SAMPLE_EVERY:
+        return
+    UtilizationSample.objects.create(job_queue=queue, time=now, used=usage)
 
 
 def _unchanged_since_last_plan(queue: JobQueue, version: int, now) -> bool:

@@ -1,0 +1,152 @@
+"""Web forms: field types and choices only; the rules are the services' (errors mapped back)."""
+
+from __future__ import annotations
+
+from django import forms
+
+from quotaportal.quotas.errors import ServiceError
+from quotaportal.quotas.models import CapacityUnit, JobQueue, QuotaShare, State, Strategy, Team
+from quotaportal.quotas.permissions import is_platform_admin, team_ids
+
+LIMIT_ROWS = 5
+
+
+def show_service_errors(form: forms.Form, err: ServiceError) -> None:
+    """Put each service message next to its field (or at the top when no field matches)."""
+    for field, message in err.errors.items():
+        form.add_error(field if field in form.fields else None, message)
+
+
+class JobSubmitForm(forms.Form):
+    quota_share = forms.ModelChoiceField(
+        queryset=QuotaShare.objects.none(),
+        label="Quota share",
+        help_text="The queue and share to submit to.",
+    )
+    name = forms.CharField(max_length=128)
+    capacity_unit = forms.ModelChoiceField(
+        queryset=CapacityUnit.objects.order_by("name"),
+        to_field_name="name",
+        help_text="Instance type or GPU model.",
+    )
+    quantity = forms.IntegerField(
+        min_value=1, initial=1, help_text="Instances; all must fit at once."
+    )
+    scheduling_priority = forms.IntegerField(
+        min_value=0,
+        max_value=9999,
+        initial=0,
+        help_text="0–9999; higher runs first within the share.",
+    )
+    command = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="Run on the GPU host (LOCAL environments).",
+    )
+    retry_attempts = forms.IntegerField(min_value=1, max_value=10, initial=1)
+    preemption_retries_before_termination = forms.IntegerField(
+        min_value=0, required=False, help_text="Leave empty to requeue after every preemption."
+    )
+    simulated_duration_seconds = forms.FloatField(
+        min_value=0, required=False, help_text="SIMULATED environments: how long the job runs."
+    )
+
+    def __init__(self, *args, user, **kwargs):
+        super().__init__(*args, **kwargs)
+        shares = QuotaShare.objects.select_related("job_queue").filter(state=State.ENABLED)
+        if not is_platform_admin(user):
+            shares = shares.filter(team_id__in=team_ids(user))
+        field = self.fields["quota_share"]
+        field.queryset = shares.order_by("job_queue__name", "name")
+        field.label_from_instance = lambda s: f"{s.job_queue.name} / {s.name}"
+
+
+class PriorityForm(forms.Form):
+    scheduling_priority = forms.IntegerField(min_value=0, max_value=9999)
+
+
+class TerminateForm(forms.Form):
+    reason = forms.CharField(max_length=1024, initial="Terminated by user")
+
+
+class ShareForm(forms.Form):
+    job_queue = forms.ModelChoiceField(
+        queryset=JobQueue.objects.order_by("name"), to_field_name="name"
+    )
+    name = forms.CharField(max_length=128)
+    team = forms.ModelChoiceField(queryset=Team.objects.order_by("name"), to_field_name="name")
+    sharing_strategy = forms.ChoiceField(
+        choices=[(v, v) for v in Strategy.values],
+        label="Sharing strategy",
+        help_text="RESERVE keeps idle capacity for this share; LEND lends it; LEND_AND_BORROW "
+        "lends and may borrow others' idle capacity.",
+    )
+    borrow_limit = forms.IntegerField(
+        required=False,
+        min_value=-1,
+        label="Borrow limit (%)",
+        help_text="LEND_AND_BORROW only: extra capacity as a % of each limit; empty = no cap.",
+    )
+    in_share_preemption = forms.BooleanField(
+        required=False,
+        label="In-share preemption",
+        help_text="A higher-priority job may preempt lower-priority jobs of this share.",
+    )
+    state = forms.ChoiceField(
+        choices=[(v, v) for v in State.values],
+        initial=State.ENABLED,
+        help_text="A DISABLED share takes no new jobs; its idle capacity is lent.",
+    )
+    capacity_limits = forms.CharField(required=False, widget=forms.HiddenInput)  # carries errors
+
+    def __init__(self, *args, editing: QuotaShare | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        units = CapacityUnit.objects.order_by("name")
+        for row in range(1, LIMIT_ROWS + 1):
+            self.fields[f"limit_unit_{row}"] = forms.ModelChoiceField(
+                queryset=units, to_field_name="name", required=False, label=f"Unit {row}"
+            )
+            self.fields[f"limit_max_{row}"] = forms.IntegerField(
+                required=False, label=f"Max capacity {row}"
+            )
+        if editing is not None:
+            for fixed in ("job_queue", "name"):
+                self.fields[fixed].disabled = True
+                self.fields[fixed].required = False
+
+    def limit_rows(self):
+        return [(self[f"limit_unit_{r}"], self[f"limit_max_{r}"]) for r in range(1, LIMIT_ROWS + 1)]
+
+    def capacity_limits_value(self) -> dict[str, int]:
+        limits = {}
+        for row in range(1, LIMIT_ROWS + 1):
+            unit = self.cleaned_data.get(f"limit_unit_{row}")
+            count = self.cleaned_data.get(f"limit_max_{row}")
+            if unit is None and count is None:
+                continue
+            if unit is None or count is None:
+                self.add_error("capacity_limits", f"row {row}: give both a unit and a max capacity")
+                continue
+            if unit.name in limits:
+                self.add_error("capacity_limits", f"{unit.name} appears twice")
+            limits[unit.name] = count
+        return limits
+
+    @staticmethod
+    def initial_for(share: QuotaShare) -> dict:
+        initial = {
+            "job_queue": share.job_queue.name,
+            "name": share.name,
+            "team": share.team.name,
+            "sharing_strategy": share.sharing_strategy,
+            "borrow_limit": share.borrow_limit if share.borrow_limit != -1 else None,
+            "in_share_preemption": share.in_share_preemption,
+            "state": share.state,
+        }
+        limits = share.capacity_limits.select_related("capacity_unit").order_by(
+            "capacity_unit__name"
+        )
+        for row, limit in enumerate(limits, start=1):
+            initial[f"limit_unit_{row}"] = limit.capacity_unit.name
+            initial[f"limit_max_{row}"] = limit.max_capacity
+        return initial

@@ -1,0 +1,24 @@
+from __future__ import annotations
+
+from django.contrib.auth import views as auth_views
+from django.urls import path
+
+from quotaportal.web.views import dashboard, jobs, pages, shares
+
+urlpatterns = [
+    path("", dashboard.dashboard, name="dashboard"),
+    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("jobs/", jobs.job_list, name="job-list"),
+    path("jobs/new/", jobs.job_submit, name="job-submit"),
+    path("jobs/<uuid:pk>/", jobs.job_detail, name="job-detail"),
+    path("jobs/<uuid:pk>/priority/", jobs.job_priority, name="job-priority"),
+    path("jobs/<uuid:pk>/terminate/", jobs.job_terminate, name="job-terminate"),
+    path("shares/", shares.share_list, name="share-list"),
+    path("shares/new/", shares.share_edit, name="share-create"),
+    path("shares/<int:pk>/edit/", shares.share_edit, name="share-edit"),
+    path("shares/<int:pk>/toggle/", shares.share_toggle, name="share-toggle"),
+    path("shares/<int:pk>/delete/", shares.share_delete, name="share-delete"),
+    path("hosts/", pages.host_list, name="host-list"),
+    path("audit/", pages.audit_log, name="audit-log"),
+]

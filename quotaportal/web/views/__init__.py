@@ -1,0 +1,1 @@
+"""Web pages: each view parses input, calls one service or selector, and renders."""

@@ -1,0 +1,30 @@
+"""The dashboard: per job queue, live share utilization, recent preemptions, history."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import render
+from django.utils import timezone
+
+from quotaportal.quotas import selectors
+from quotaportal.quotas.models import JobQueue
+from quotaportal.web.charts import usage_chart
+
+HISTORY = timedelta(hours=1)
+
+
+@login_required
+def dashboard(request):
+    queues = list(JobQueue.objects.order_by("name"))
+    queue = next(
+        (q for q in queues if q.name == request.GET.get("queue")), queues[0] if queues else None
+    )
+    context = {"queues": queues, "queue": queue, "refresh_seconds": 2}
+    if queue is not None:
+        now = timezone.now()
+        data = selectors.queue_dashboard(queue, since=now - HISTORY)
+        context |= data | {"chart": usage_chart(data["history"], data["capacity"], now)}
+    template = "web/dashboard.html#live" if request.htmx else "web/dashboard.html"
+    return render(request, template, context)

@@ -1,0 +1,152 @@
+"""Jobs: list with filters, submit, detail with timeline, priority and termination."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+from django_htmx.http import HttpResponseClientRefresh
+
+from quotaportal.quotas import selectors, services
+from quotaportal.quotas.errors import Conflict, Forbidden, InvalidInput
+from quotaportal.quotas.models import Job, JobQueue, JobStatus, QuotaShare
+from quotaportal.quotas.permissions import can_change_job
+from quotaportal.web.forms import JobSubmitForm, PriorityForm, TerminateForm, show_service_errors
+from quotaportal.web.views.common import forbid_on, paginate, query_without_page
+
+PLAIN_REASONS = {
+    "WAITING_FOR_CAPACITY": "It is within its share's limit and waits for capacity to free up.",
+    "SHARE_AT_LIMIT": "Its share is at its limit and its strategy does not borrow.",
+    "BORROW_LIMIT_REACHED": "Its share has borrowed as much as its borrow limit allows.",
+    "NOTHING_TO_BORROW": "Its share may borrow, but no idle capacity can be lent right now.",
+    "BEHIND_SHARE_HEAD": "An earlier job of its share waits first (strict ordering).",
+    "NO_CAPACITY_LIMIT_FOR_UNIT": "Its share has no limit for this capacity unit: it cannot start.",
+}
+
+
+def _decorate(user, jobs) -> None:
+    positions = selectors.job_positions(jobs)
+    for job in jobs:
+        job.can_change = can_change_job(user, job) and not job.is_final
+        job.position_in_share, job.position_in_queue = positions.get(job.pk, (None, None))
+
+
+@login_required
+def job_list(request):
+    jobs = selectors.visible_jobs(request.user).order_by("-created_at", "id")
+    params = request.GET
+    if params.get("queue"):
+        jobs = jobs.filter(job_queue__name=params["queue"])
+    if params.get("share"):
+        jobs = jobs.filter(share_name=params["share"])
+    if params.get("status") in JobStatus.values:
+        jobs = jobs.filter(status=params["status"])
+    if params.get("mine"):
+        jobs = selectors.jobs_of_user_teams(request.user, jobs)
+    page = paginate(request, jobs)
+    _decorate(request.user, page.object_list)
+    return render(
+        request,
+        "web/jobs.html",
+        {
+            "page": page,
+            "filters": params,
+            "query": query_without_page(request),
+            "queues": JobQueue.objects.order_by("name").values_list("name", flat=True),
+            "shares": QuotaShare.objects.order_by("name").values_list("name", flat=True).distinct(),
+            "statuses": JobStatus.values,
+        },
+    )
+
+
+@login_required
+def job_submit(request):
+    form = JobSubmitForm(request.POST or None, user=request.user)
+    if request.method == "POST" and form.is_valid():
+        data = dict(form.cleaned_data)
+        share = data.pop("quota_share")
+        try:
+            job = services.submit_job(
+                request.user,
+                job_queue=share.job_queue,
+                quota_share=share.name,
+                capacity_unit=data.pop("capacity_unit").name,
+                **data,
+            )
+        except Forbidden as err:
+            forbid_on(err)
+        except (InvalidInput, Conflict) as err:
+            show_service_errors(form, err)
+        else:
+            messages.success(request, f"Submitted {job.name}.")
+            return redirect("job-detail", pk=job.pk)
+    status = 400 if request.method == "POST" else 200
+    return render(request, "web/job_submit.html", {"form": form}, status=status)
+
+
+@login_required
+def job_detail(request, pk):
+    job = get_object_or_404(selectors.visible_jobs(request.user), pk=pk)
+    _decorate(request.user, [job])
+    context = {
+        "job": job,
+        "reason_text": PLAIN_REASONS.get(job.pending_reason, ""),
+        "events": job.events.select_related("actor").order_by("time", "id"),
+        "attempts": job.attempts.select_related("host"),
+        "priority_form": PriorityForm(initial={"scheduling_priority": job.scheduling_priority}),
+        "terminate_form": TerminateForm(),
+    }
+    template = "web/job_detail.html#status" if request.htmx else "web/job_detail.html"
+    return render(request, template, context)
+
+
+@login_required
+@require_POST
+def job_priority(request, pk):
+    job = get_object_or_404(Job, pk=pk)
+    form = PriorityForm(request.POST)
+    status = 200
+    if form.is_valid():
+        try:
+            services.set_priority(request.user, job, form.cleaned_data["scheduling_priority"])
+        except Forbidden as err:
+            forbid_on(err)
+        except (InvalidInput, Conflict) as err:
+            show_service_errors(form, err)
+            status = err.status
+    else:
+        status = 400
+    job.refresh_from_db()
+    _decorate(request.user, [job])
+    if not request.htmx:
+        return (
+            redirect("job-detail", pk=job.pk)
+            if status == 200
+            else render(
+                request,
+                "web/job_detail.html#priority",
+                {"job": job, "priority_form": form},
+                status=status,
+            )
+        )
+    return render(
+        request, "web/job_detail.html#priority", {"job": job, "priority_form": form}, status=status
+    )
+
+
+@login_required
+@require_POST
+def job_terminate(request, pk):
+    job = get_object_or_404(Job, pk=pk)
+    form = TerminateForm(request.POST)
+    reason = form.cleaned_data["reason"] if form.is_valid() else "Terminated by user"
+    try:
+        services.terminate_job(request.user, job, reason)
+    except Forbidden as err:
+        forbid_on(err)
+    except Conflict as err:
+        messages.error(request, err.message)
+    else:
+        messages.success(request, f"Terminated {job.name}.")
+    return HttpResponseClientRefresh() if request.htmx else redirect("job-detail", pk=job.pk)
