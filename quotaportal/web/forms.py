@@ -104,10 +104,16 @@ class ShareForm(forms.Form):
         units = CapacityUnit.objects.order_by("name")
         for row in range(1, LIMIT_ROWS + 1):
             self.fields[f"limit_unit_{row}"] = forms.ModelChoiceField(
-                queryset=units, to_field_name="name", required=False, label=f"Unit {row}"
+                queryset=units,
+                to_field_name="name",
+                required=False,
+                label=f"Unit {row}",
+                widget=forms.Select(attrs={"aria-label": f"Capacity unit {row}"}),
             )
             self.fields[f"limit_max_{row}"] = forms.IntegerField(
-                required=False, label=f"Max capacity {row}"
+                required=False,
+                label=f"Max capacity {row}",
+                widget=forms.NumberInput(attrs={"aria-label": f"Max capacity {row}"}),
             )
         if editing is not None:
             for fixed in ("job_queue", "name"):
