@@ -1,0 +1,187 @@
+"""Web pages: who sees what, forms with inline errors, HTMX fragments, CSRF, forged requests."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+from quotaportal.quotas import services
+from quotaportal.quotas.models import Job, QuotaShare
+from tests.conftest import submit
+
+HTMX = {"HTTP_HX_REQUEST": "true"}
+
+
+@pytest.fixture
+def browser_as(people):
+    def make(user) -> Client:
+        client = Client()
+        client.force_login(user)
+        return client
+
+    return make
+
+
+@pytest.mark.parametrize("url", ["/", "/jobs/", "/jobs/new/", "/shares/", "/hosts/", "/audit/"])
+def test_pages_require_sign_in(client, fleet, url):
+    response = client.get(url)
+    assert response.status_code == 302
+    assert response["Location"].startswith("/login/")
+
+
+@pytest.mark.parametrize("url", ["/", "/jobs/", "/jobs/new/", "/hosts/", "/audit/"])
+def test_scientists_see_the_shared_pages(browser_as, people, fleet, url):
+    submit(people.alice, fleet)
+    services.run_tick(fleet.queue.id)
+    assert browser_as(people.alice).get(url).status_code == 200
+
+
+def test_scientists_have_no_share_controls_and_a_forged_request_is_refused(browser_as, people, fleet):
+    alice = browser_as(people.alice)
+    page = alice.get("/").content.decode()
+    assert 'href="/shares/"' not in page
+    assert alice.get("/shares/").status_code == 403
+    forged = alice.post("/shares/new/", {"job_queue": "gpu", "name": "mine", "team": "vision",
+                                         "sharing_strategy": "LEND", "state": "ENABLED",
+                                         "limit_unit_1": "a100", "limit_max_1": 4})
+    assert forged.status_code == 403
+    assert alice.post(f"/shares/{fleet.vision.pk}/delete/").status_code == 403
+    assert not QuotaShare.objects.filter(name="mine").exists()
+
+
+def test_the_live_dashboard_fragment_is_the_fragment_alone(browser_as, people, fleet):
+    submit(people.alice, fleet, quantity=3)
+    services.run_tick(fleet.queue.id)
+    body = browser_as(people.bob).get("/?queue=gpu", **HTMX).content.decode()
+    assert body.lstrip().startswith('<div id="live"')
+    assert "<html" not in body
+    assert "3 used of 2" in body  # vision borrows one of nlp's instances
+    assert "1 lent out" in body
+
+
+def test_the_dashboard_costs_the_same_queries_for_any_number_of_shares_and_jobs(
+    browser_as, people, fleet, django_assert_num_queries
+):
+    from quotaportal.quotas.models import Team
+
+    bob = browser_as(people.bob)
+    submit(people.alice, fleet)
+    services.run_tick(fleet.queue.id)
+    with django_assert_num_queries(len_of_queries(bob)) as small:
+        bob.get("/?queue=gpu", **HTMX)
+    team = Team.objects.get(name="vision")
+    for i in range(6):
+        services.create_share(people.admin, job_queue=fleet.queue, name=f"extra{i}", team=team,
+                              capacity_limits={"a100": 1}, sharing_strategy="LEND")
+    for i in range(30):
+        submit(people.alice, fleet, name=f"more{i}")
+    services.run_tick(fleet.queue.id)
+    with django_assert_num_queries(len(small.captured_queries)):
+        bob.get("/?queue=gpu", **HTMX)
+
+
+def len_of_queries(client) -> int:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as captured:
+        client.get("/?queue=gpu", **HTMX)
+    return len(captured.captured_queries)
+
+
+def test_submitting_through_the_form(browser_as, people, fleet):
+    alice = browser_as(people.alice)
+    response = alice.post("/jobs/new/", {"quota_share": fleet.vision.pk, "name": "train",
+                                         "capacity_unit": "a100", "quantity": 2,
+                                         "scheduling_priority": 5, "retry_attempts": 1})
+    job = Job.objects.get(name="train")
+    assert response.status_code == 302
+    assert response["Location"] == f"/jobs/{job.pk}/"
+    assert (job.quantity, job.scheduling_priority, job.submitted_by) == (2, 5, people.alice)
+
+
+def test_a_bad_submission_shows_the_message_next_to_the_field(browser_as, people, fleet):
+    alice = browser_as(people.alice)
+    response = alice.post("/jobs/new/", {"quota_share": fleet.vision.pk, "name": "train",
+                                         "capacity_unit": "a100", "quantity": 9,
+                                         "scheduling_priority": 5, "retry_attempts": 1})
+    assert response.status_code == 400
+    assert "service environment has at most 4" in response.content.decode()
+    assert not Job.objects.exists()
+    # Another team's share is not even offered.
+    assert f'value="{fleet.nlp.pk}"' not in alice.get("/jobs/new/").content.decode()
+
+
+def test_raising_a_priority_inline_returns_the_updated_control(browser_as, people, fleet):
+    job = submit(people.alice, fleet)
+    response = browser_as(people.alice).post(f"/jobs/{job.pk}/priority/", {"scheduling_priority": 42},
+                                             **HTMX)
+    assert response.status_code == 200
+    assert 'value="42"' in response.content.decode()
+    assert Job.objects.get(pk=job.pk).scheduling_priority == 42
+    bad = browser_as(people.alice).post(f"/jobs/{job.pk}/priority/", {"scheduling_priority": 10001},
+                                        **HTMX)
+    assert bad.status_code == 400
+    assert "less than or equal to 9999" in bad.content.decode()
+
+
+def test_another_teams_job_shows_no_controls_and_refuses_forged_changes(browser_as, people, fleet):
+    job = submit(people.alice, fleet)
+    bob = browser_as(people.bob)
+    page = bob.get(f"/jobs/{job.pk}/").content.decode()
+    assert "Terminate" not in page
+    assert bob.post(f"/jobs/{job.pk}/priority/", {"scheduling_priority": 9}).status_code == 403
+    assert bob.post(f"/jobs/{job.pk}/terminate/", {"reason": "x"}).status_code == 403
+    assert Job.objects.get(pk=job.pk).status == "RUNNABLE"
+
+
+def test_terminating_from_the_page(browser_as, people, fleet):
+    job = submit(people.alice, fleet)
+    response = browser_as(people.alice).post(f"/jobs/{job.pk}/terminate/", {"reason": "oops"}, **HTMX)
+    assert response["HX-Refresh"] == "true"
+    job.refresh_from_db()
+    assert (job.status, job.status_reason) == ("FAILED", "oops")
+
+
+def test_forms_refuse_requests_without_a_csrf_token(people, fleet):
+    job = submit(people.alice, fleet)
+    strict = Client(enforce_csrf_checks=True)
+    strict.force_login(people.alice)
+    assert strict.post(f"/jobs/{job.pk}/priority/", {"scheduling_priority": 3}).status_code == 403
+    assert Job.objects.get(pk=job.pk).scheduling_priority == 0
+
+
+def test_admin_creates_edits_disables_and_deletes_a_share(browser_as, people, fleet):
+    admin = browser_as(people.admin)
+    form = {"job_queue": "gpu", "name": "robots", "team": "vision", "sharing_strategy": "LEND",
+            "state": "ENABLED", "limit_unit_1": "a100", "limit_max_1": 1}
+    assert admin.post("/shares/new/", form).status_code == 302
+    share = QuotaShare.objects.get(name="robots")
+    edit = {**form, "sharing_strategy": "LEND_AND_BORROW", "borrow_limit": 100, "limit_max_1": 2}
+    assert admin.post(f"/shares/{share.pk}/edit/", edit).status_code == 302
+    share.refresh_from_db()
+    assert (share.sharing_strategy, share.borrow_limit) == ("LEND_AND_BORROW", 100)
+    admin.post(f"/shares/{share.pk}/delete/")
+    assert QuotaShare.objects.filter(pk=share.pk).exists(), "an ENABLED share is not deleted"
+    admin.post(f"/shares/{share.pk}/toggle/")
+    admin.post(f"/shares/{share.pk}/delete/")
+    assert not QuotaShare.objects.filter(pk=share.pk).exists()
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"limit_unit_1": "", "limit_max_1": ""}, "between 1 and 5 capacity limits"),
+        ({"limit_max_1": ""}, "give both a unit and a max capacity"),
+        ({"borrow_limit": 50}, "borrow_limit applies only to the LEND_AND_BORROW strategy"),
+        ({"name": "vision"}, "already exists in job queue gpu"),
+        ({"limit_max_1": 0}, "at least 1"),
+    ],
+)
+def test_share_form_errors_appear_inline(browser_as, people, fleet, change, message):
+    form = {"job_queue": "gpu", "name": "robots", "team": "vision", "sharing_strategy": "LEND",
+            "state": "ENABLED", "limit_unit_1": "a100", "limit_max_1": 1, **change}
+    response = browser_as(people.admin).post("/shares/new/", form)
+    assert response.status_code == 400
+    assert message in response.content.decode()
+    assert QuotaShare.objects.count() == 2
