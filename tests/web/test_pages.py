@@ -36,14 +36,25 @@ def test_scientists_see_the_shared_pages(browser_as, people, fleet, url):
     assert browser_as(people.alice).get(url).status_code == 200
 
 
-def test_scientists_have_no_share_controls_and_a_forged_request_is_refused(browser_as, people, fleet):
+def test_scientists_have_no_share_controls_and_a_forged_request_is_refused(
+    browser_as, people, fleet
+):
     alice = browser_as(people.alice)
     page = alice.get("/").content.decode()
     assert 'href="/shares/"' not in page
     assert alice.get("/shares/").status_code == 403
-    forged = alice.post("/shares/new/", {"job_queue": "gpu", "name": "mine", "team": "vision",
-                                         "sharing_strategy": "LEND", "state": "ENABLED",
-                                         "limit_unit_1": "a100", "limit_max_1": 4})
+    forged = alice.post(
+        "/shares/new/",
+        {
+            "job_queue": "gpu",
+            "name": "mine",
+            "team": "vision",
+            "sharing_strategy": "LEND",
+            "state": "ENABLED",
+            "limit_unit_1": "a100",
+            "limit_max_1": 4,
+        },
+    )
     assert forged.status_code == 403
     assert alice.post(f"/shares/{fleet.vision.pk}/delete/").status_code == 403
     assert not QuotaShare.objects.filter(name="mine").exists()
@@ -71,8 +82,14 @@ def test_the_dashboard_costs_the_same_queries_for_any_number_of_shares_and_jobs(
         bob.get("/?queue=gpu", **HTMX)
     team = Team.objects.get(name="vision")
     for i in range(6):
-        services.create_share(people.admin, job_queue=fleet.queue, name=f"extra{i}", team=team,
-                              capacity_limits={"a100": 1}, sharing_strategy="LEND")
+        services.create_share(
+            people.admin,
+            job_queue=fleet.queue,
+            name=f"extra{i}",
+            team=team,
+            capacity_limits={"a100": 1},
+            sharing_strategy="LEND",
+        )
     for i in range(30):
         submit(people.alice, fleet, name=f"more{i}")
     services.run_tick(fleet.queue.id)
@@ -91,9 +108,17 @@ def len_of_queries(client) -> int:
 
 def test_submitting_through_the_form(browser_as, people, fleet):
     alice = browser_as(people.alice)
-    response = alice.post("/jobs/new/", {"quota_share": fleet.vision.pk, "name": "train",
-                                         "capacity_unit": "a100", "quantity": 2,
-                                         "scheduling_priority": 5, "retry_attempts": 1})
+    response = alice.post(
+        "/jobs/new/",
+        {
+            "quota_share": fleet.vision.pk,
+            "name": "train",
+            "capacity_unit": "a100",
+            "quantity": 2,
+            "scheduling_priority": 5,
+            "retry_attempts": 1,
+        },
+    )
     job = Job.objects.get(name="train")
     assert response.status_code == 302
     assert response["Location"] == f"/jobs/{job.pk}/"
@@ -102,9 +127,17 @@ def test_submitting_through_the_form(browser_as, people, fleet):
 
 def test_a_bad_submission_shows_the_message_next_to_the_field(browser_as, people, fleet):
     alice = browser_as(people.alice)
-    response = alice.post("/jobs/new/", {"quota_share": fleet.vision.pk, "name": "train",
-                                         "capacity_unit": "a100", "quantity": 9,
-                                         "scheduling_priority": 5, "retry_attempts": 1})
+    response = alice.post(
+        "/jobs/new/",
+        {
+            "quota_share": fleet.vision.pk,
+            "name": "train",
+            "capacity_unit": "a100",
+            "quantity": 9,
+            "scheduling_priority": 5,
+            "retry_attempts": 1,
+        },
+    )
     assert response.status_code == 400
     assert "service environment has at most 4" in response.content.decode()
     assert not Job.objects.exists()
@@ -114,13 +147,15 @@ def test_a_bad_submission_shows_the_message_next_to_the_field(browser_as, people
 
 def test_raising_a_priority_inline_returns_the_updated_control(browser_as, people, fleet):
     job = submit(people.alice, fleet)
-    response = browser_as(people.alice).post(f"/jobs/{job.pk}/priority/", {"scheduling_priority": 42},
-                                             **HTMX)
+    response = browser_as(people.alice).post(
+        f"/jobs/{job.pk}/priority/", {"scheduling_priority": 42}, **HTMX
+    )
     assert response.status_code == 200
     assert 'value="42"' in response.content.decode()
     assert Job.objects.get(pk=job.pk).scheduling_priority == 42
-    bad = browser_as(people.alice).post(f"/jobs/{job.pk}/priority/", {"scheduling_priority": 10001},
-                                        **HTMX)
+    bad = browser_as(people.alice).post(
+        f"/jobs/{job.pk}/priority/", {"scheduling_priority": 10001}, **HTMX
+    )
     assert bad.status_code == 400
     assert "less than or equal to 9999" in bad.content.decode()
 
@@ -137,7 +172,9 @@ def test_another_teams_job_shows_no_controls_and_refuses_forged_changes(browser_
 
 def test_terminating_from_the_page(browser_as, people, fleet):
     job = submit(people.alice, fleet)
-    response = browser_as(people.alice).post(f"/jobs/{job.pk}/terminate/", {"reason": "oops"}, **HTMX)
+    response = browser_as(people.alice).post(
+        f"/jobs/{job.pk}/terminate/", {"reason": "oops"}, **HTMX
+    )
     assert response["HX-Refresh"] == "true"
     job.refresh_from_db()
     assert (job.status, job.status_reason) == ("FAILED", "oops")
@@ -153,8 +190,15 @@ def test_forms_refuse_requests_without_a_csrf_token(people, fleet):
 
 def test_admin_creates_edits_disables_and_deletes_a_share(browser_as, people, fleet):
     admin = browser_as(people.admin)
-    form = {"job_queue": "gpu", "name": "robots", "team": "vision", "sharing_strategy": "LEND",
-            "state": "ENABLED", "limit_unit_1": "a100", "limit_max_1": 1}
+    form = {
+        "job_queue": "gpu",
+        "name": "robots",
+        "team": "vision",
+        "sharing_strategy": "LEND",
+        "state": "ENABLED",
+        "limit_unit_1": "a100",
+        "limit_max_1": 1,
+    }
     assert admin.post("/shares/new/", form).status_code == 302
     share = QuotaShare.objects.get(name="robots")
     edit = {**form, "sharing_strategy": "LEND_AND_BORROW", "borrow_limit": 100, "limit_max_1": 2}
@@ -179,9 +223,31 @@ def test_admin_creates_edits_disables_and_deletes_a_share(browser_as, people, fl
     ],
 )
 def test_share_form_errors_appear_inline(browser_as, people, fleet, change, message):
-    form = {"job_queue": "gpu", "name": "robots", "team": "vision", "sharing_strategy": "LEND",
-            "state": "ENABLED", "limit_unit_1": "a100", "limit_max_1": 1, **change}
+    form = {
+        "job_queue": "gpu",
+        "name": "robots",
+        "team": "vision",
+        "sharing_strategy": "LEND",
+        "state": "ENABLED",
+        "limit_unit_1": "a100",
+        "limit_max_1": 1,
+        **change,
+    }
     response = browser_as(people.admin).post("/shares/new/", form)
     assert response.status_code == 400
     assert message in response.content.decode()
     assert QuotaShare.objects.count() == 2
+
+
+def test_bench_dashboard_reports_the_fragment_time(people):
+    import json
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    out = StringIO()
+    call_command("bench_dashboard", "--shares", "5", "--jobs", "60", "--repeat", "1", "--json", stdout=out)
+    figures = json.loads(out.getvalue())
+    assert figures["status"] == 200
+    assert figures["fragment_ms"] > 0
+    assert figures["queries"] > 0

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from urllib.parse import quote
 
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import render
+from django.urls import reverse
 from django.utils import timezone
 
 from quotaportal.quotas import selectors
@@ -25,6 +27,9 @@ def dashboard(request):
     if queue is not None:
         now = timezone.now()
         data = selectors.queue_dashboard(queue, since=now - HISTORY)
-        context |= data | {"chart": usage_chart(data["history"], data["capacity"], now)}
+        context |= data | {
+            "chart": usage_chart(data["history"], data["capacity"], now),
+            "jobs_url": f"{reverse('job-list')}?queue={quote(queue.name)}&share=",
+        }
     template = "web/dashboard.html#live" if request.htmx else "web/dashboard.html"
     return render(request, template, context)

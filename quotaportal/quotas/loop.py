@@ -1,0 +1,44 @@
+"""An in-process scheduler loop: ticks every enabled queue every few seconds, in a thread.
+
+For the embedded default (no Redis, no Celery) and for browser tests. Production runs the
+Celery beat + worker pair instead; both call the same tick service.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from django.db import close_old_connections, connection
+
+from quotaportal.quotas.models import JobQueue, State
+from quotaportal.quotas.services.tick import run_tick
+
+log = logging.getLogger(__name__)
+
+
+class SchedulerLoop(threading.Thread):
+    def __init__(self, period: float = 2.0):
+        super().__init__(name="quotaportal-scheduler", daemon=True)
+        self.period = period
+        self._stop_event = threading.Event()
+
+    def run(self) -> None:
+        try:
+            while not self._stop_event.is_set():
+                self.tick_all()
+                self._stop_event.wait(self.period)
+        finally:
+            connection.close()
+
+    def tick_all(self) -> None:
+        close_old_connections()
+        for queue_id in JobQueue.objects.filter(state=State.ENABLED).values_list("id", flat=True):
+            try:
+                run_tick(queue_id)
+            except Exception:  # a failing tick must not stop the loop; it is logged and retried
+                log.exception("tick of queue %s failed", queue_id)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop_event.set()
+        self.join(timeout)

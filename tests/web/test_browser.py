@@ -1,0 +1,170 @@
+"""Browser tests: Playwright driving the Debian chromium package against a live server."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import expect, sync_playwright
+
+from quotaportal.quotas import services
+from quotaportal.quotas.loop import SchedulerLoop
+from quotaportal.quotas.models import Job, QuotaShare, Team
+
+CHROMIUM = os.environ.get("QP_CHROMIUM", "/usr/bin/chromium")
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+SHOTS = Path(
+    os.environ.get("QP_SCREENSHOTS", Path(__file__).resolve().parents[2] / "test-artifacts")
+)
+PASSWORD = "correct horse battery"
+
+pytestmark = pytest.mark.django_db(transaction=True)
+# Playwright's sync API keeps an asyncio loop in this thread; the ORM calls the tests make
+# themselves are plain synchronous code, which Django allows once told so.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not Path(CHROMIUM).exists():
+        raise RuntimeError(f"{CHROMIUM} is missing: apt-get install -y chromium (.ci/run does it)")
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def small_fleet(people):
+    """2 instances; one share whose jobs fill it, with in-share preemption on."""
+    services.create_capacity_unit(people.admin, name="a100")
+    env = services.create_service_environment(people.admin, name="sim", capacity_limits={"a100": 2})
+    policy = services.create_scheduling_policy(people.admin, name="fifo")
+    queue = services.create_job_queue(
+        people.admin, name="gpu", scheduling_policy=policy, service_environment=env
+    )
+    services.create_share(
+        people.admin,
+        job_queue=queue,
+        name="vision",
+        team=Team.objects.get(name="vision"),
+        capacity_limits={"a100": 2},
+        sharing_strategy="LEND",
+        in_share_preemption=True,
+    )
+    for user in (people.admin, people.alice, people.bob):
+        user.set_password(PASSWORD)
+        user.save()
+    return queue
+
+
+@pytest.fixture
+def scheduler():
+    loop = SchedulerLoop(period=0.3)
+    loop.start()
+    yield loop
+    loop.stop()
+
+
+def sign_in(browser, live_server, username):
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.goto(f"{live_server.url}/login/")
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("heading", name="Dashboard")).to_be_visible()
+    return page
+
+
+def shot(page, name):
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+
+
+def test_admin_creates_a_share_in_the_browser(browser, live_server, small_fleet):
+    page = sign_in(browser, live_server, "ada")
+    page.get_by_role("link", name="Shares").click()
+    page.get_by_role("link", name="New quota share").click()
+    page.get_by_label("Job queue").select_option("gpu")
+    page.get_by_label("Name").fill("robots")
+    page.get_by_label("Team").select_option("nlp")
+    page.get_by_label("Sharing strategy").select_option("LEND_AND_BORROW")
+    page.get_by_label("Borrow limit (%)").fill("50")
+    page.get_by_label("Capacity unit 1").select_option("a100")
+    page.get_by_label("Max capacity 1").fill("0")
+    page.get_by_role("button", name="Save").click()
+    expect(page.get_by_role("alert").first).to_contain_text("at least 1")  # shown next to the table
+    shot(page, "share-editor")
+    page.get_by_label("Max capacity 1").fill("1")
+    page.get_by_role("button", name="Save").click()
+    expect(page.locator("tr[data-share=robots]")).to_contain_text("LEND_AND_BORROW (50%)")
+    assert QuotaShare.objects.get(name="robots").team.name == "nlp"
+
+
+def test_raising_a_priority_shows_the_in_share_preemption_live(
+    browser, live_server, small_fleet, scheduler
+):
+    page = sign_in(browser, live_server, "alice")
+    for name, priority in (("first", 1), ("second", 0)):
+        page.get_by_role("link", name="Submit").click()
+        page.get_by_label("Quota share").select_option(label="gpu / vision")
+        page.get_by_label("Name").fill(name)
+        page.get_by_label("Capacity unit").select_option("a100")
+        page.get_by_label("Quantity").fill("2")
+        page.get_by_label("Scheduling priority").fill(str(priority))
+        page.get_by_role("button", name="Submit").click()
+        expect(page.get_by_role("heading", name=name)).to_be_visible()
+    expect(page.get_by_test_id("pending")).to_contain_text("at its limit", timeout=10_000)
+
+    dashboard = page.context.new_page()
+    dashboard.goto(f"{live_server.url}/")
+    expect(dashboard.locator("#preemptions")).to_contain_text("None yet")
+
+    # Raise the waiting job above the running one, inline, on its own page.
+    page.get_by_label("Priority").fill("5")
+    page.get_by_role("button", name="Set").click()
+    expect(page.get_by_label("Priority")).to_have_value("5")
+    expect(page.get_by_test_id("status")).to_have_text("RUNNING", timeout=15_000)
+    shot(page, "job-page")
+
+    # The dashboard, never reloaded, shows the preemption once its live part refreshes.
+    expect(dashboard.locator("#preemptions")).to_contain_text("in-share", timeout=15_000)
+    expect(dashboard.locator("#preemptions")).to_contain_text("first")
+    shot(dashboard, "dashboard")
+    assert Job.objects.get(name="first").status == "RUNNABLE"
+
+
+def test_a_scientist_has_no_share_controls_and_forged_posts_are_refused(
+    browser, live_server, small_fleet
+):
+    page = sign_in(browser, live_server, "alice")
+    expect(page.get_by_role("link", name="Shares")).to_have_count(0)
+    share = QuotaShare.objects.get(name="vision")
+    token = next(c["value"] for c in page.context.cookies() if c["name"] == "csrftoken")
+    forged = page.request.post(
+        f"{live_server.url}/shares/{share.pk}/toggle/",
+        headers={"X-CSRFToken": token, "Referer": live_server.url},
+    )
+    assert forged.status == 403
+    assert QuotaShare.objects.get(pk=share.pk).state == "ENABLED"
+
+
+def test_pages_work_at_phone_width(browser, live_server, small_fleet):
+    context = browser.new_context(viewport={"width": 375, "height": 740})
+    page = context.new_page()
+    page.goto(f"{live_server.url}/login/")
+    page.get_by_label("Username").fill("alice")
+    page.get_by_label("Password").fill(PASSWORD)
+    page.keyboard.press("Enter")  # keyboard only
+    expect(page.get_by_role("heading", name="Dashboard")).to_be_visible()
+    width = page.evaluate("document.documentElement.scrollWidth")
+    assert width <= 375, "the dashboard must not scroll sideways on a phone"
+    shot(page, "dashboard-phone")
