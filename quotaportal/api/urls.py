@@ -1,8 +1,9 @@
 from __future__ import annotations
 
+from django.urls import path
 from rest_framework.routers import DefaultRouter
 
-from quotaportal.api import views
+from quotaportal.api import agent, views
 
 router = DefaultRouter()
 router.register("teams", views.TeamViewSet, basename="team")
@@ -16,4 +17,9 @@ router.register("quota-shares", views.QuotaShareViewSet, basename="quota-share")
 router.register("jobs", views.JobViewSet, basename="job")
 router.register("hosts", views.HostViewSet, basename="host")
 
-urlpatterns = router.urls
+urlpatterns = [
+    path("agent/register/", agent.RegisterView.as_view(), name="agent-register"),
+    path("agent/heartbeat/", agent.HeartbeatView.as_view(), name="agent-heartbeat"),
+    path("agent/report/", agent.ReportView.as_view(), name="agent-report"),
+    *router.urls,
+]

@@ -8,6 +8,7 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from quotaportal.api import serializers as s
+from quotaportal.hosts import services as host_services
 from quotaportal.hosts.models import GpuHost
 from quotaportal.quotas import selectors, services
 from quotaportal.quotas.models import (
@@ -105,6 +106,13 @@ class ServiceEnvironmentViewSet(mixins.UpdateModelMixin, NamedViewSet):
             request.user, env, capacity_limits=limits, state=data.get("state")
         )
         return Response(self.get_serializer(self.get_object()).data)
+
+    @extend_schema(request=None, responses={201: dict})
+    @action(detail=True, methods=["post"], url_path="agent-token")
+    def agent_token(self, request, name=None):
+        """Admins: a new token for agents joining this LOCAL environment (shown once)."""
+        token = host_services.create_agent_token(request.user, self.get_object())
+        return Response({"token": token}, status=status.HTTP_201_CREATED)
 
 
 class JobQueueViewSet(mixins.UpdateModelMixin, NamedViewSet):
@@ -277,6 +285,10 @@ class HostSerializer(serializers.ModelSerializer):
         ]
 
 
+class HostStateSerializer(serializers.Serializer):
+    state = serializers.ChoiceField(choices=["READY", "DRAINING"])
+
+
 class HostViewSet(viewsets.ReadOnlyModelViewSet):
     queryset = GpuHost.objects.select_related("service_environment", "capacity_unit").order_by(
         "name"
@@ -284,3 +296,14 @@ class HostViewSet(viewsets.ReadOnlyModelViewSet):
     serializer_class = HostSerializer
     lookup_field = "name"
     lookup_value_regex = NAME
+
+    @extend_schema(request=HostStateSerializer, responses=HostSerializer)
+    @action(detail=True, methods=["post"], url_path="state")
+    def set_state(self, request, name=None):
+        """Admins drain a host (no new jobs; running ones finish) or make it READY again."""
+        serializer = HostStateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        host = host_services.set_host_state(
+            request.user, self.get_object(), serializer.validated_data["state"]
+        )
+        return Response(self.get_serializer(host).data)

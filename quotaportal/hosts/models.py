@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
 
 class HostState(models.TextChoices):
@@ -13,18 +14,22 @@ class HostState(models.TextChoices):
 
 
 class GpuHost(models.Model):
-    """A machine with `slots` units of one capacity unit; only READY hosts add capacity."""
+    """A machine with `slots` instances of one capacity unit; only READY hosts add capacity.
+
+    gpu_indices holds, per slot, the GPU indices that slot owns (gpus_per_unit of them).
+    """
 
     name = models.CharField(max_length=128, unique=True)
     service_environment = models.ForeignKey(
         "quotas.ServiceEnvironment", on_delete=models.CASCADE, related_name="hosts"
     )
     capacity_unit = models.ForeignKey("quotas.CapacityUnit", on_delete=models.PROTECT)
+    address = models.CharField(max_length=255, blank=True)  # how ranks reach rank 0
     slots = models.PositiveIntegerField(default=0)
-    gpu_indices = models.JSONField(default=list, blank=True)  # per slot, the GPU indices it owns
+    gpu_indices = models.JSONField(default=list, blank=True)
     state = models.CharField(max_length=8, choices=HostState.choices, default=HostState.READY)
     last_heartbeat = models.DateTimeField(null=True, blank=True)
-    token_hash = models.CharField(max_length=128, blank=True)
+    token_hash = models.CharField(max_length=128, blank=True)  # unused; agents use AgentToken
 
     class Meta:
         constraints = [
@@ -35,3 +40,36 @@ class GpuHost(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class AgentToken(models.Model):
+    """Lets agents join a LOCAL environment. Only a SHA-256 of the token is stored."""
+
+    environment = models.ForeignKey(
+        "quotas.ServiceEnvironment", on_delete=models.CASCADE, related_name="agent_tokens"
+    )
+    key_hash = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    revoked = models.BooleanField(default=False)
+
+
+class Placement(models.Model):
+    """One rank of an attempt on one host: which slots (GPUs) it holds and how it ended."""
+
+    attempt = models.ForeignKey(
+        "quotas.JobAttempt", on_delete=models.CASCADE, related_name="placements"
+    )
+    host = models.ForeignKey(GpuHost, on_delete=models.CASCADE, related_name="placements")
+    rank = models.PositiveIntegerField()
+    slot_numbers = models.JSONField(default=list)
+    gpu_indices = models.JSONField(default=list)
+    started_at = models.DateTimeField(null=True, blank=True)
+    exited_at = models.DateTimeField(null=True, blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+    output_tail = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["attempt", "rank"]
+        constraints = [
+            models.UniqueConstraint(fields=["attempt", "rank"], name="placement_rank_unique"),
+        ]

@@ -198,18 +198,21 @@ def usage_after(snapshot: Snapshot, plan: Plan) -> dict[str, dict[str, int]]:
     return dict(usage)
 
 
-def apply_plan(queue: JobQueue, loaded: Loaded, plan: Plan, now: datetime) -> tuple[int, int]:
-    """Write a plan: start jobs, preempt victims, store pending reasons. Returns the counts."""
+def apply_plan(queue: JobQueue, loaded: Loaded, plan: Plan, now: datetime) -> tuple[list[str], int]:
+    """Write a plan: start jobs, preempt victims, store pending reasons.
+
+    Returns the ids of the jobs started (in plan order) and how many jobs were preempted.
+    """
     started = _start_jobs(queue, plan, now)
     preempted = _preempt_victims(queue, plan, now)
     _write_pending(loaded, plan)
     return started, preempted
 
 
-def _start_jobs(queue: JobQueue, plan: Plan, now: datetime) -> int:
+def _start_jobs(queue: JobQueue, plan: Plan, now: datetime) -> list[str]:
     wanted = {d.job_id: d for d in plan.dispatches}
     if not wanted:
-        return 0
+        return []
     # Only jobs still RUNNABLE start: one terminated since the snapshot is skipped.
     ready = {
         str(i)
@@ -248,7 +251,7 @@ def _start_jobs(queue: JobQueue, plan: Plan, now: datetime) -> int:
         )
         for i in sorted(ready)
     )
-    return len(ready)
+    return [job_id for job_id in wanted if job_id in ready]
 
 
 def _preempt_victims(queue: JobQueue, plan: Plan, now: datetime) -> int:

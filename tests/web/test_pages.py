@@ -246,7 +246,9 @@ def test_bench_dashboard_reports_the_fragment_time(people):
     from django.core.management import call_command
 
     out = StringIO()
-    call_command("bench_dashboard", "--shares", "5", "--jobs", "60", "--repeat", "1", "--json", stdout=out)
+    call_command(
+        "bench_dashboard", "--shares", "5", "--jobs", "60", "--repeat", "1", "--json", stdout=out
+    )
     figures = json.loads(out.getvalue())
     assert figures["status"] == 200
     assert figures["fragment_ms"] > 0

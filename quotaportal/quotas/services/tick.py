@@ -68,6 +68,12 @@ def _tick_locked(queue: JobQueue, now) -> tuple[int, int] | None:
     """Plan and apply; None when nothing changed since the last plan."""
     if queue.service_environment.backend == Backend.SIMULATED:
         progress_simulated(queue.id, now)
+    elif queue.service_environment.backend == Backend.LOCAL:
+        from quotaportal.hosts.services import (
+            mark_lost_hosts,
+        )  # hosts builds on the quotas services
+
+        mark_lost_hosts(queue.service_environment, now)
     enforce_attempt_timeouts(queue.id, now)
     version = JobQueue.objects.values_list("state_version", flat=True).get(pk=queue.id)
     if _unchanged_since_last_plan(queue, version, now):
@@ -76,7 +82,10 @@ def _tick_locked(queue: JobQueue, now) -> tuple[int, int] | None:
     loaded = bridge.load_snapshot(queue)
     plan = plan_tick(loaded.snapshot, now.timestamp())
     check_plan(loaded.snapshot, plan, positions=False)
-    dispatched, preempted = bridge.apply_plan(queue, loaded, plan, now)
+    started, preempted = bridge.apply_plan(queue, loaded, plan, now)
+    if queue.service_environment.backend == Backend.LOCAL:
+        started = _place_on_hosts(queue, started, now)
+    dispatched = len(started)
     record_sample(queue, bridge.usage_after(loaded.snapshot, plan), now)
     # Only a plan that changed nothing is a fixed point worth remembering; after any change
     # the next tick must plan again (a preempted job may start, a blocked share may move).
@@ -88,6 +97,17 @@ def _tick_locked(queue: JobQueue, now) -> tuple[int, int] | None:
         planned_capacity=dict(loaded.snapshot.capacity),
     )
     return dispatched, preempted
+
+
+def _place_on_hosts(queue: JobQueue, started: list[str], now) -> list[str]:
+    """LOCAL: give started jobs GPU slots; one that no host can hold waits again."""
+    from quotaportal.hosts.services import place_started_jobs, requeue_unplaced
+
+    unplaced = place_started_jobs(queue.service_environment, started, now)
+    if unplaced:
+        log.error("queue %s: no host could hold %s; requeued", queue.name, unplaced)
+        requeue_unplaced(unplaced)
+    return [job_id for job_id in started if job_id not in unplaced]
 
 
 SAMPLE_EVERY = timedelta(seconds=60)

@@ -1,0 +1,109 @@
+"""The agent protocol: register, heartbeat (answered with what should run), report.
+
+Agents authenticate with `Authorization: Agent <token>`; a token belongs to one LOCAL
+service environment (`manage.py create_agent_token ENV` or the REST endpoint).
+"""
+
+from __future__ import annotations
+
+from django.contrib.auth.models import AnonymousUser
+from rest_framework import serializers
+from rest_framework.authentication import BaseAuthentication, get_authorization_header
+from rest_framework.exceptions import AuthenticationFailed
+from rest_framework.permissions import BasePermission
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from quotaportal.hosts import services
+
+
+class AgentTokenAuthentication(BaseAuthentication):
+    keyword = b"agent"
+
+    def authenticate(self, request):
+        parts = get_authorization_header(request).split()
+        if not parts or parts[0].lower() != self.keyword:
+            return None
+        if len(parts) != 2:
+            raise AuthenticationFailed("use 'Authorization: Agent <token>'")
+        env = services.environment_for_token(parts[1].decode(errors="replace"))
+        if env is None:
+            raise AuthenticationFailed("invalid or revoked agent token")
+        return AnonymousUser(), env
+
+    def authenticate_header(self, request):
+        return "Agent"
+
+
+class IsAgent(BasePermission):
+    def has_permission(self, request, view):
+        return request.auth is not None and not isinstance(request.auth, str)
+
+
+class RegisterSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=128)
+    capacity_unit = serializers.CharField(max_length=64)
+    gpus = serializers.ListField(
+        child=serializers.IntegerField(min_value=0, max_value=1023), max_length=256
+    )
+    address = serializers.CharField(max_length=255, required=False, allow_blank=True)
+
+
+class HeartbeatSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=128)
+
+
+class ReportSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=128)
+    placement = serializers.IntegerField(min_value=1)
+    event = serializers.ChoiceField(choices=["started", "exited"])
+    exit_code = serializers.IntegerField(
+        required=False, allow_null=True, min_value=-1024, max_value=1024
+    )
+    output_tail = serializers.CharField(
+        required=False, allow_blank=True, max_length=20_000, trim_whitespace=False
+    )
+
+
+class AgentView(APIView):
+    authentication_classes = [AgentTokenAuthentication]
+    permission_classes = [IsAgent]
+    serializer_class = HeartbeatSerializer
+
+    def parsed(self, request) -> dict:
+        serializer = self.serializer_class(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        return serializer.validated_data
+
+
+class RegisterView(AgentView):
+    serializer_class = RegisterSerializer
+
+    def post(self, request):
+        host = services.register_host(request.auth, **self.parsed(request))
+        return Response(
+            {
+                "name": host.name,
+                "slots": host.slots,
+                "state": host.state,
+                "capacity_unit": host.capacity_unit.name,
+            }
+        )
+
+
+class HeartbeatView(AgentView):
+    serializer_class = HeartbeatSerializer
+
+    def post(self, request):
+        return Response(
+            {"placements": services.heartbeat(request.auth, self.parsed(request)["name"])}
+        )
+
+
+class ReportView(AgentView):
+    serializer_class = ReportSerializer
+
+    def post(self, request):
+        data = self.parsed(request)
+        services.report(request.auth, data.pop("name"), **data)
+        return Response({"ok": True})

@@ -1,0 +1,84 @@
+"""The agent's side of the HTTP protocol (stdlib urllib, JSON)."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+
+
+class AgentError(Exception):
+    """The server refused a request; retrying the same request will not help."""
+
+
+class AuthError(AgentError):
+    """The token is wrong or revoked."""
+
+
+class Unreachable(Exception):
+    """The server did not answer; the agent keeps its jobs running and retries."""
+
+
+class Client:
+    def __init__(self, server: str, token: str, timeout: float = 10.0):
+        self.base = server.rstrip("/") + "/api/v1/agent/"
+        self.token = token
+        self.timeout = timeout
+
+    def post(self, path: str, body: dict) -> dict:
+        request = urllib.request.Request(
+            self.base + path,
+            data=json.dumps(body).encode(),
+            method="POST",
+            headers={"Content-Type": "application/json", "Authorization": f"Agent {self.token}"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                return json.loads(response.read() or b"{}")
+        except urllib.error.HTTPError as err:
+            detail = _detail(err)
+            if err.code in (401, 403):
+                raise AuthError(detail) from None
+            if 400 <= err.code < 500:
+                raise AgentError(detail) from None
+            raise Unreachable(f"server error {err.code}: {detail}") from None
+        except (urllib.error.URLError, OSError) as err:
+            raise Unreachable(str(getattr(err, "reason", err))) from None
+
+    def register(self, name: str, capacity_unit: str, gpus: list[int], address: str) -> dict:
+        return self.post(
+            "register/",
+            {"name": name, "capacity_unit": capacity_unit, "gpus": gpus, "address": address},
+        )
+
+    def heartbeat(self, name: str) -> list[dict]:
+        return self.post("heartbeat/", {"name": name})["placements"]
+
+    def report(
+        self,
+        name: str,
+        placement: int,
+        event: str,
+        exit_code: int | None = None,
+        output_tail: str = "",
+    ) -> None:
+        self.post(
+            "report/",
+            {
+                "name": name,
+                "placement": placement,
+                "event": event,
+                "exit_code": exit_code,
+                "output_tail": output_tail,
+            },
+        )
+
+
+def _detail(err: urllib.error.HTTPError) -> str:
+    try:
+        body = json.loads(err.read() or b"{}")
+    except ValueError:
+        return f"HTTP {err.code}"
+    if isinstance(body, dict):
+        return "; ".join(f"{k}: {v}" if k != "detail" else str(v) for k, v in body.items())
+    return str(body)
