@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 demo: $(STAMP)
-	$(PY) -m scheduler.demo
+	$(PY) manage.py demo
 
 # The tests run against real services: the machine's PostgreSQL and Redis unless overridden.
 test: export DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/quotaportal

@@ -70,6 +70,11 @@ MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
 ]
 
+if not DEBUG:
+    # Under gunicorn, WhiteNoise serves the collected static files (no nginx needed);
+    # in development Django's staticfiles app serves them.
+    MIDDLEWARE.insert(1, "whitenoise.middleware.WhiteNoiseMiddleware")
+
 ROOT_URLCONF = "quotaportal.urls"
 WSGI_APPLICATION = "quotaportal.wsgi.application"
 
@@ -93,6 +98,14 @@ DATABASES = {
         default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}", conn_max_age=60
     )
 }
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    # The embedded default serves pages, agents and the scheduler loop at once: write-ahead
+    # logging and immediate transactions let them take turns instead of failing "locked".
+    DATABASES["default"]["OPTIONS"] = {
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 20,
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    }
 REDIS_URL = os.environ.get("REDIS_URL", "")
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

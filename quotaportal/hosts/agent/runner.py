@@ -65,7 +65,16 @@ class RunningJob:
             os.killpg(self.process.pid, sig)
 
     def poll(self) -> int | None:
-        return self.process.poll()
+        """The job's exit code once its whole process group is gone, else None.
+
+        The shell that runs the command may exit before its children (a SIGTERM kills the
+        shell at once while the training process checkpoints), and the GPUs are only free
+        when every process of the job has exited.
+        """
+        code = self.process.poll()
+        if code is None or group_alive(self.process.pid):
+            return None
+        return code
 
     def output_tail(self) -> str:
         try:
@@ -75,3 +84,26 @@ class RunningJob:
                 return log.read().decode(errors="replace")
         except OSError:
             return ""
+
+
+def group_alive(pgid: int) -> bool:
+    """Does any live (non-zombie) process remain in the process group?"""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # Fields after the parenthesised command: state, ppid, pgrp, ...
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False

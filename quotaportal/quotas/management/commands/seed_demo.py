@@ -6,6 +6,8 @@ Idempotent: existing objects are kept. Passwords are generated and printed (or -
 from __future__ import annotations
 
 import secrets
+import shlex
+import sys
 
 from django.core.management.base import BaseCommand
 
@@ -40,8 +42,15 @@ class Command(BaseCommand):
         parser.add_argument("--password", help="one password for every demo user (default: random)")
         parser.add_argument("--capacity", type=int, default=3, help="instances of ml.g5.xlarge")
         parser.add_argument("--jobs", action="store_true", help="also submit a few example jobs")
+        parser.add_argument(
+            "--backend",
+            choices=["SIMULATED", "LOCAL"],
+            default="SIMULATED",
+            help="LOCAL: jobs run on quotaportal-agent hosts",
+        )
 
-    def handle(self, *args, password, capacity, jobs, **options):
+    def handle(self, *args, password, capacity, jobs, backend, **options):
+        self.backend = backend
         queue = self.seed_resources(capacity)
         for username, teams, admin in USERS:
             secret = password or secrets.token_urlsafe(9)
@@ -64,7 +73,7 @@ class Command(BaseCommand):
         env = ServiceEnvironment.objects.filter(
             name="demo"
         ).first() or services.create_service_environment(
-            None, name="demo", capacity_limits={UNIT: capacity}, backend="SIMULATED"
+            None, name="demo", capacity_limits={UNIT: capacity}, backend=self.backend
         )
         policy = SchedulingPolicy.objects.filter(
             name="fifo"
@@ -88,13 +97,17 @@ class Command(BaseCommand):
         return queue
 
     def submit_examples(self, queue: JobQueue) -> None:
+        """Jobs whose commands print progress and checkpoint on SIGTERM (hosts.demo_job)."""
         examples = [
-            ("QS1", "qs1-train-high", 3, 600),
-            ("QS1", "qs1-train-med", 2, 600),
-            ("QS1", "qs1-train-low", 1, 600),
-            ("QS2", "qs2-finetune", 1, 120),
+            ("QS1", "qs1-train-high", 3, 45),
+            ("QS1", "qs1-train-med", 2, 60),
+            ("QS1", "qs1-train-low", 1, 60),
+            ("QS2", "qs2-finetune", 1, 20),
         ]
         for share, name, priority, seconds in examples:
+            command = (
+                f"{shlex.quote(sys.executable)} -m quotaportal.hosts.demo_job --seconds {seconds}"
+            )
             services.submit_job(
                 None,
                 job_queue=queue,
@@ -103,5 +116,5 @@ class Command(BaseCommand):
                 name=name,
                 scheduling_priority=priority,
                 simulated_duration_seconds=seconds,
-                command="python train.py",
+                command=command,
             )

@@ -1,0 +1,116 @@
+"""manage.py demo — the whole product on the embedded default, in one command.
+
+Migrates the database (SQLite unless DATABASE_URL says otherwise), seeds AWS's walkthrough on
+a LOCAL environment with example jobs, starts the web server, an in-process scheduler loop
+and one simulated GPU host (quotaportal-agent --simulate), and prints the URL and logins.
+Ctrl-C stops everything.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import threading
+import time
+from io import StringIO
+from pathlib import Path
+
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand
+
+from quotaportal.hosts import services as host_services
+from quotaportal.quotas.loop import SchedulerLoop
+from quotaportal.quotas.management.commands.seed_demo import UNIT
+from quotaportal.quotas.models import Job, ServiceEnvironment
+
+
+def wait_for_port(host: str, port: int, timeout: float = 60.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket() as probe:
+            probe.settimeout(0.5)
+            if probe.connect_ex((host, port)) == 0:
+                return True
+        time.sleep(0.2)
+    return False
+
+
+class Command(BaseCommand):
+    help = "Run the demo: web server, scheduler loop and a simulated GPU host (Ctrl-C stops)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--port", type=int, default=8000)
+        parser.add_argument("--password", help="password for every demo user (default: random)")
+        parser.add_argument("--gpus", type=int, default=3, help="GPUs of the simulated host")
+
+    def handle(self, *args, port, password, gpus, **options):
+        call_command("migrate", verbosity=0)
+        seeded = StringIO()
+        fresh = not Job.objects.exists()
+        seed_args = ["--backend", "LOCAL", "--capacity", str(gpus)] + (["--jobs"] if fresh else [])
+        call_command(
+            "seed_demo", *seed_args, *(["--password", password] if password else []), stdout=seeded
+        )
+        token = host_services.create_agent_token(None, ServiceEnvironment.objects.get(name="demo"))
+        url = f"http://127.0.0.1:{port}"
+        self.banner(url, seeded.getvalue())
+        loop = SchedulerLoop(period=settings.QP_TICK_SECONDS)
+        loop.start()
+        agent: dict[str, subprocess.Popen] = {}
+        starter = threading.Thread(
+            target=self.start_agent, args=(url, port, token, gpus, agent), daemon=True
+        )
+        starter.start()
+        try:
+            call_command("runserver", f"127.0.0.1:{port}", use_reloader=False)
+        finally:
+            self.stdout.write("stopping: scheduler loop and simulated host ...")
+            loop.stop()
+            if "process" in agent:
+                agent["process"].terminate()
+                agent["process"].wait(timeout=60)
+
+    def start_agent(self, url: str, port: int, token: str, gpus: int, holder: dict) -> None:
+        if not wait_for_port("127.0.0.1", port):
+            self.stderr.write("the web server did not start; no agent launched")
+            return
+        work_dir = Path(settings.BASE_DIR) / "var" / "agent"
+        holder["process"] = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "quotaportal.hosts.agent",
+                "--server",
+                url,
+                "--token",
+                token,
+                "--name",
+                "demo-host-1",
+                "--simulate",
+                str(gpus),
+                "--capacity-unit",
+                UNIT,
+                "--work-dir",
+                str(work_dir),
+                "--interval",
+                "1",
+            ]
+        )
+
+    def banner(self, url: str, seeded: str) -> None:
+        logins = [line for line in seeded.splitlines() if line.startswith("user ")]
+        self.stdout.write(
+            "\n".join(
+                [
+                    "",
+                    "quotaportal demo",
+                    f"  open {url}  (API docs: {url}/api/docs/)",
+                    "  sign in as:",
+                    *(f"    {line[5:]}" for line in logins),
+                    "  one simulated GPU host runs the jobs; Ctrl-C stops everything",
+                    "",
+                ]
+            )
+        )
