@@ -157,14 +157,24 @@ class QuotaShareUpdateSerializer(QuotaShareSerializer):
         read_only_fields = ["id", "job_queue", "name"]
 
 
+class PlacementSerializer(serializers.Serializer):
+    host = serializers.CharField(source="host.name")
+    rank = serializers.IntegerField()
+    gpu_indices = serializers.ListField(child=serializers.IntegerField())
+    exit_code = serializers.IntegerField(allow_null=True)
+    output_tail = serializers.CharField()
+
+
 class AttemptSerializer(serializers.ModelSerializer):
     host = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    placements = PlacementSerializer(many=True, read_only=True)
 
     class Meta:
         model = JobAttempt
         fields = [
             "number",
             "host",
+            "placements",
             "started_at",
             "stopped_at",
             "status_reason",

@@ -216,7 +216,9 @@ class JobViewSet(
     http_method_names = ["get", "post", "patch", "head", "options"]
 
     def get_queryset(self):
-        jobs = selectors.visible_jobs(self.request.user).prefetch_related("attempts__host")
+        jobs = selectors.visible_jobs(self.request.user).prefetch_related(
+            "attempts__host", "attempts__placements__host"
+        )
         params = self.request.query_params
         if queue := params.get("job_queue"):
             jobs = jobs.filter(job_queue__name=queue)

@@ -20,5 +20,7 @@ urlpatterns = [
     path("shares/<int:pk>/toggle/", shares.share_toggle, name="share-toggle"),
     path("shares/<int:pk>/delete/", shares.share_delete, name="share-delete"),
     path("hosts/", pages.host_list, name="host-list"),
+    path("hosts/<int:pk>/state/", pages.host_state, name="host-state"),
+    path("environments/<int:pk>/agent-token/", pages.agent_token, name="agent-token"),
     path("audit/", pages.audit_log, name="audit-log"),
 ]

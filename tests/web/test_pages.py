@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.test import Client
 
@@ -253,3 +255,25 @@ def test_bench_dashboard_reports_the_fragment_time(people):
     assert figures["status"] == 200
     assert figures["fragment_ms"] > 0
     assert figures["queries"] > 0
+
+
+def test_admins_create_agent_tokens_and_drain_hosts_from_the_hosts_page(browser_as, people):
+    from quotaportal.hosts import services as host_services
+    from quotaportal.hosts.models import GpuHost
+    from quotaportal.quotas.models import ServiceEnvironment
+
+    services.create_capacity_unit(people.admin, name="a100")
+    env = services.create_service_environment(
+        people.admin, name="local", backend="LOCAL", capacity_limits={"a100": 4}
+    )
+    host = host_services.register_host(env, name="gpu-box", capacity_unit="a100", gpus=[0, 1])
+    admin, alice = browser_as(people.admin), browser_as(people.alice)
+    assert "New agent token for local" in admin.get("/hosts/").content.decode()
+    assert "New agent token" not in alice.get("/hosts/").content.decode()
+    page = admin.post(f"/environments/{env.pk}/agent-token/").content.decode()
+    token = re.search(r"--token (\S+)", page).group(1)
+    assert host_services.environment_for_token(token) == ServiceEnvironment.objects.get(pk=env.pk)
+    assert alice.post(f"/environments/{env.pk}/agent-token/").status_code == 403
+    assert alice.post(f"/hosts/{host.pk}/state/", {"state": "DRAINING"}).status_code == 403
+    admin.post(f"/hosts/{host.pk}/state/", {"state": "DRAINING"})
+    assert GpuHost.objects.get(pk=host.pk).state == "DRAINING"

@@ -58,7 +58,7 @@ class Agent:
                 backoff = self.interval
             except Unreachable as err:
                 log.warning(
-                    "server unreachable (%s); retrying in %.0f s, jobs keep running", err, backoff
+                    "server unreachable (%s); retrying in %.1f s, jobs keep running", err, backoff
                 )
                 backoff = min(backoff * 2, MAX_BACKOFF)
             except AgentError as err:

@@ -93,7 +93,7 @@ def job_detail(request, pk):
         "job": job,
         "reason_text": PLAIN_REASONS.get(job.pending_reason, ""),
         "events": job.events.select_related("actor").order_by("time", "id"),
-        "attempts": job.attempts.select_related("host"),
+        "attempts": job.attempts.select_related("host").prefetch_related("placements__host"),
         "priority_form": PriorityForm(initial={"scheduling_priority": job.scheduling_priority}),
         "terminate_form": TerminateForm(),
     }

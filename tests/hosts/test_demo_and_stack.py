@@ -1,0 +1,193 @@
+"""The one-command demo, the compose stack's commands, and the agent's command line."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+
+from quotaportal.hosts.agent.__main__ import main as agent_main
+from quotaportal.hosts.agent.__main__ import parse as parse_agent_args
+from quotaportal.hosts.agent.agent import Agent
+from quotaportal.hosts.agent.client import Client
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def get_json(url: str, token: str) -> dict:
+    request = urllib.request.Request(url, headers={"Authorization": f"Token {token}"})
+    with urllib.request.urlopen(request, timeout=5) as response:
+        return json.loads(response.read())
+
+
+def test_the_demo_serves_runs_a_job_to_success_and_stops_cleanly(repo, tmp_path):
+    port = free_port()
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'demo.sqlite3'}",
+        "REDIS_URL": "",
+        "QP_TICK_SECONDS": "1",
+    }
+    demo = subprocess.Popen(
+        [sys.executable, "manage.py", "demo", "--port", str(port)],
+        cwd=repo,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(demo.stdout), daemon=True)
+    reader.start()
+    try:
+        token = None
+        deadline = time.monotonic() + 90
+        while token is None and time.monotonic() < deadline:
+            found = [re.search(r"^\s+admin\s+password \S+\s+token (\w+)", line) for line in lines]
+            token = next((m.group(1) for m in found if m), None)
+            time.sleep(0.3)
+        assert token, "the demo printed no admin login:\n" + "".join(lines)
+        base = f"http://127.0.0.1:{port}"
+        succeeded = []
+        while not succeeded and time.monotonic() < deadline:
+            try:
+                assert urllib.request.urlopen(f"{base}/login/", timeout=5).status == 200
+                succeeded = get_json(f"{base}/api/v1/jobs/?status=SUCCEEDED", token)["results"]
+            except OSError:
+                pass
+            time.sleep(1)
+        assert succeeded, "no demo job reached SUCCEEDED:\n" + "".join(lines[-40:])
+        assert succeeded[0]["attempts"][0]["placements"][0]["output_tail"].rstrip().endswith("done")
+    finally:
+        os.killpg(demo.pid, signal.SIGINT)  # Ctrl-C in the terminal reaches the whole group
+        try:
+            demo.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(demo.pid, signal.SIGKILL)
+            raise
+    with socket.socket() as probe:
+        assert probe.connect_ex(("127.0.0.1", port)) != 0, "the web server stopped"
+
+
+def compose_commands(repo: Path) -> dict[str, list[str]]:
+    compose = yaml.safe_load((repo / "docker-compose.yml").read_text())
+    return {
+        name: service["command"]
+        for name, service in compose["services"].items()
+        if "command" in service
+    }
+
+
+def test_every_compose_command_exists_in_the_project(repo):
+    from django.core.management import get_commands
+
+    bin_dir = Path(sys.executable).parent
+    commands = compose_commands(repo)
+    assert {"web", "worker", "beat", "agent-1", "agent-2"} <= set(commands)
+    for name, command in commands.items():
+        if command[:2] == ["sh", "-c"]:
+            steps = [shlex.split(step) for step in command[2].split("&&")]
+        else:
+            steps = [command]
+        for step in steps:
+            program = step[0]
+            if program == "python" and step[1] == "manage.py":
+                assert step[2] in get_commands(), f"{name}: no management command {step[2]}"
+            elif program == "quotaportal-agent":
+                assert (bin_dir / program).exists()
+                parsed = parse_agent_args(step[1:])  # the real parser accepts the flags
+                assert parsed.simulate == 4
+            else:
+                assert (bin_dir / program).exists(), f"{name}: {program} is not installed"
+    assert "celery" in commands["beat"][0]
+    assert "beat" in commands["beat"]
+    compose = yaml.safe_load((repo / "docker-compose.yml").read_text())
+    for service in ("postgres", "redis", "web", "worker"):
+        assert "healthcheck" in compose["services"][service], f"{service} has a health check"
+
+
+def test_the_agent_says_to_simulate_when_there_are_no_gpus(capsys):
+    assert (
+        agent_main(["--server", "http://127.0.0.1:9", "--token", "t", "--capacity-unit", "a100"])
+        == 2
+    )
+    assert "--simulate N" in capsys.readouterr().err
+
+
+def test_the_agent_reports_an_unreachable_server(capsys):
+    port = free_port()
+    code = agent_main(
+        [
+            "--server",
+            f"http://127.0.0.1:{port}",
+            "--token",
+            "t",
+            "--capacity-unit",
+            "a100",
+            "--simulate",
+            "1",
+        ]
+    )
+    assert code == 3
+    assert "cannot reach" in capsys.readouterr().err
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_agent_refuses_a_bad_token(live_server, capsys, tmp_path):
+    code = agent_main(
+        [
+            "--server",
+            live_server.url,
+            "--token",
+            "wrong",
+            "--capacity-unit",
+            "a100",
+            "--simulate",
+            "1",
+            "--work-dir",
+            str(tmp_path),
+        ]
+    )
+    assert code == 2
+    assert "refused the token" in capsys.readouterr().err
+
+
+def test_the_agent_keeps_going_while_the_server_is_away(tmp_path, caplog):
+    agent = Agent(
+        Client(f"http://127.0.0.1:{free_port()}", "t", timeout=0.5),
+        name="h",
+        capacity_unit="u",
+        gpus=[0],
+        work_dir=tmp_path,
+        address="h",
+        interval=0.1,
+    )
+    stop = threading.Event()
+    runner = threading.Thread(target=agent.run, args=(stop,))
+    runner.start()
+    time.sleep(1.5)
+    stop.set()
+    runner.join(10)
+    assert not runner.is_alive()
+    warnings = [r.message for r in caplog.records if "unreachable" in r.message]
+    assert len(warnings) >= 2
+    said = " ".join(warnings)
+    assert "retrying in 0.1 s" in said
+    assert "retrying in 0.2 s" in said  # the wait doubles while the server stays away
