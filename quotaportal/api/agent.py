@@ -7,6 +7,7 @@ service environment (`manage.py create_agent_token ENV` or the REST endpoint).
 from __future__ import annotations
 
 from django.contrib.auth.models import AnonymousUser
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import serializers
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 from rest_framework.exceptions import AuthenticationFailed
@@ -107,3 +108,18 @@ class ReportView(AgentView):
         data = self.parsed(request)
         services.report(request.auth, data.pop("name"), **data)
         return Response({"ok": True})
+
+
+class AgentTokenScheme(OpenApiAuthenticationExtension):
+    """Documents the agent's `Authorization: Agent <token>` header in the OpenAPI schema."""
+
+    target_class = AgentTokenAuthentication
+    name = "agentToken"
+
+    def get_security_definition(self, auto_schema):
+        return {
+            "type": "apiKey",
+            "in": "header",
+            "name": "Authorization",
+            "description": "`Agent <token>`, a token of a LOCAL service environment",
+        }
