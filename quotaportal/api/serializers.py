@@ -188,6 +188,42 @@ class EvaluateOnExitSerializer(serializers.Serializer):
     on_status_reason = serializers.CharField(max_length=512, required=False)
 
 
+JOB_INPUT_FIELDS = [
+    "name",
+    "job_queue",
+    "quota_share",
+    "capacity_unit",
+    "quantity",
+    "scheduling_priority",
+    "command",
+    "service_request_payload",
+    "retry_attempts",
+    "evaluate_on_exit",
+    "preemption_retries_before_termination",
+    "attempt_duration_seconds",
+    "simulated_duration_seconds",
+    "client_token",
+    "tags",
+]
+JOB_STATE_FIELDS = [
+    "id",
+    "status",
+    "status_reason",
+    "pending_reason",
+    "position_in_share",
+    "position_in_queue",
+    "preempted_count",
+    "recent_preemptions",
+    "attempts",
+    "submitted_by",
+    "created_at",
+    "scheduled_at",
+    "started_at",
+    "stopped_at",
+    "is_terminated",
+]
+
+
 class JobSerializer(serializers.ModelSerializer):
     job_queue = NamedRef(queryset=JobQueue.objects.all())
     quota_share = serializers.CharField(source="share_name", max_length=128)
@@ -220,55 +256,8 @@ class JobSerializer(serializers.ModelSerializer):
     class Meta:
         model = Job
         validators = []  # client_token reuse is idempotency, handled by the service
-        fields = [
-            "id",
-            "name",
-            "job_queue",
-            "quota_share",
-            "capacity_unit",
-            "quantity",
-            "scheduling_priority",
-            "status",
-            "status_reason",
-            "pending_reason",
-            "position_in_share",
-            "position_in_queue",
-            "preempted_count",
-            "recent_preemptions",
-            "attempts",
-            "command",
-            "service_request_payload",
-            "retry_attempts",
-            "evaluate_on_exit",
-            "preemption_retries_before_termination",
-            "attempt_duration_seconds",
-            "simulated_duration_seconds",
-            "client_token",
-            "tags",
-            "submitted_by",
-            "created_at",
-            "scheduled_at",
-            "started_at",
-            "stopped_at",
-            "is_terminated",
-        ]
-        read_only_fields = [
-            "id",
-            "status",
-            "status_reason",
-            "pending_reason",
-            "position_in_share",
-            "position_in_queue",
-            "preempted_count",
-            "recent_preemptions",
-            "attempts",
-            "submitted_by",
-            "created_at",
-            "scheduled_at",
-            "started_at",
-            "stopped_at",
-            "is_terminated",
-        ]
+        fields = [*JOB_INPUT_FIELDS, *JOB_STATE_FIELDS]
+        read_only_fields = JOB_STATE_FIELDS
 
     def _position(self, job, index: int) -> int | None:
         # Lists pass the whole page's positions in the context (three queries in all).

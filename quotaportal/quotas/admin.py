@@ -11,7 +11,7 @@ from django.contrib import admin
 from quotaportal.quotas import models
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class ReadOnly:
     def has_add_permission(self, request, obj=None):
         return False
 
@@ -22,18 +22,13 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         return False
 
 
-class MembershipInline(admin.TabularInline):
+class ReadOnlyAdmin(ReadOnly, admin.ModelAdmin):
+    pass
+
+
+class MembershipInline(ReadOnly, admin.TabularInline):
     model = models.Membership
     extra = 0
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(models.Team)
