@@ -13,6 +13,7 @@ from django.db import close_old_connections, connection
 
 from quotaportal.quotas.models import JobQueue, State
 from quotaportal.quotas.services.tick import run_tick
+from quotaportal.quotas.tasks import prune_history
 
 log = logging.getLogger(__name__)
 
@@ -23,10 +24,16 @@ class SchedulerLoop(threading.Thread):
         self.period = period
         self._stop_event = threading.Event()
 
+    PRUNE_EVERY = 600  # loop turns between prunings of old runs and samples
+
     def run(self) -> None:
+        turns = 0
         try:
             while not self._stop_event.is_set():
                 self.tick_all()
+                if turns % self.PRUNE_EVERY == 0:
+                    prune_history()
+                turns += 1
                 self._stop_event.wait(self.period)
         finally:
             connection.close()
