@@ -263,70 +263,69 @@ def _preempt_victims(queue: JobQueue, plan: Plan, now: datetime) -> int:
     preemptions = {p.job_id: p for p in plan.preemptions}
     if not preemptions:
         return 0
-    victims = Job.objects.select_for_update().filter(
-        id__in=list(preemptions), status__in=DISPATCHED
+    victims = list(
+        Job.objects.select_for_update().filter(id__in=list(preemptions), status__in=DISPATCHED)
     )
     events = []
     for job in victims:
-        p = preemptions[str(job.id)]
-        reason = PREEMPTION_REASONS[p.kind]
-        job.preempted_count += 1
-        job.recent_preemptions = (
-            job.recent_preemptions
-            + [
-                {
-                    "started_at": job.scheduled_at.isoformat() if job.scheduled_at else None,
-                    "stopped_at": now.isoformat(),
-                    "status_reason": reason,
-                    "kind": p.kind.value,
-                    "preempted_by": p.preemptor_id,
-                }
-            ]
-        )[-RECENT_PREEMPTIONS_KEPT:]
-        retries = job.preemption_retries_before_termination
-        exhausted = retries is not None and job.preempted_count > retries
-        job.status = JobStatus.FAILED if exhausted else JobStatus.RUNNABLE
-        job.status_reason = RETRIES_EXHAUSTED if exhausted else reason
-        job.stopped_at = now if exhausted else None
-        job.scheduled_at = None
-        job.started_at = None
-        job.save(
-            update_fields=[
-                "preempted_count",
-                "recent_preemptions",
-                "status",
-                "status_reason",
-                "stopped_at",
-                "scheduled_at",
-                "started_at",
-            ]
+        events += _preempt(job, preemptions[str(job.id)], queue, now)
+    Event.objects.bulk_create(events)
+    return len(victims)
+
+
+def _preempt(job: Job, preemption, queue: JobQueue, now: datetime) -> list[Event]:
+    reason = PREEMPTION_REASONS[preemption.kind]
+    job.preempted_count += 1
+    recent = {
+        "started_at": job.scheduled_at.isoformat() if job.scheduled_at else None,
+        "stopped_at": now.isoformat(),
+        "status_reason": reason,
+        "kind": preemption.kind.value,
+        "preempted_by": preemption.preemptor_id,
+    }
+    job.recent_preemptions = [*job.recent_preemptions, recent][-RECENT_PREEMPTIONS_KEPT:]
+    retries = job.preemption_retries_before_termination
+    exhausted = retries is not None and job.preempted_count > retries
+    job.status = JobStatus.FAILED if exhausted else JobStatus.RUNNABLE
+    job.status_reason = RETRIES_EXHAUSTED if exhausted else reason
+    job.stopped_at = now if exhausted else None
+    job.scheduled_at = job.started_at = None
+    job.save(
+        update_fields=[
+            "preempted_count",
+            "recent_preemptions",
+            "status",
+            "status_reason",
+            "stopped_at",
+            "scheduled_at",
+            "started_at",
+        ]
+    )
+    job.attempts.filter(stopped_at__isnull=True).update(
+        stopped_at=now, preempted=True, status_reason=reason
+    )
+    events = [
+        Event(
+            time=now,
+            actor_name="system",
+            kind=PREEMPTION_EVENTS[preemption.kind],
+            job=job,
+            job_queue=queue,
+            detail={"preempted_by": preemption.preemptor_id, "reason": reason},
         )
-        job.attempts.filter(stopped_at__isnull=True).update(
-            stopped_at=now, preempted=True, status_reason=reason
-        )
+    ]
+    if exhausted:
         events.append(
             Event(
                 time=now,
                 actor_name="system",
-                kind=PREEMPTION_EVENTS[p.kind],
+                kind=EventKind.FAILED,
                 job=job,
                 job_queue=queue,
-                detail={"preempted_by": p.preemptor_id, "reason": reason},
+                detail={"reason": RETRIES_EXHAUSTED},
             )
         )
-        if exhausted:
-            events.append(
-                Event(
-                    time=now,
-                    actor_name="system",
-                    kind=EventKind.FAILED,
-                    job=job,
-                    job_queue=queue,
-                    detail={"reason": RETRIES_EXHAUSTED},
-                )
-            )
-    Event.objects.bulk_create(events)
-    return sum(1 for e in events if e.kind != EventKind.FAILED)
+    return events
 
 
 PENDING_UPDATE_SQL = """

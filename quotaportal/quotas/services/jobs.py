@@ -18,6 +18,7 @@ from quotaportal.quotas.models import (
     Job,
     JobQueue,
     JobStatus,
+    QuotaShare,
     State,
 )
 from quotaportal.quotas.permissions import require_job_access, require_share_member
@@ -71,6 +72,21 @@ def _check_numbers(fields: dict) -> dict[str, str]:
     return errors
 
 
+JOB_OPTIONS = {  # optional job fields and their defaults
+    "quantity": 1,
+    "scheduling_priority": 0,
+    "command": "",
+    "service_request_payload": None,
+    "retry_attempts": 1,
+    "evaluate_on_exit": None,
+    "preemption_retries_before_termination": None,
+    "attempt_duration_seconds": None,
+    "simulated_duration_seconds": None,
+    "client_token": None,
+    "tags": None,
+}
+
+
 def submit_job(
     actor,
     *,
@@ -78,104 +94,92 @@ def submit_job(
     quota_share: str,
     capacity_unit: str,
     name: str,
-    quantity: int = 1,
-    scheduling_priority: int = 0,
-    command: str = "",
-    service_request_payload=None,
-    retry_attempts: int = 1,
-    evaluate_on_exit=None,
-    preemption_retries_before_termination: int | None = None,
-    attempt_duration_seconds: int | None = None,
-    simulated_duration_seconds: float | None = None,
-    client_token: str | None = None,
-    tags: dict | None = None,
     now=None,
+    **options,
 ) -> Job:
-    """Validate and queue a job as RUNNABLE; a repeated client_token returns the first job."""
+    """Validate and queue a job as RUNNABLE; a repeated client_token returns the first job.
+
+    `options` are the optional fields of JOB_OPTIONS (quantity, scheduling_priority, ...).
+    """
+    if unknown := sorted(set(options) - set(JOB_OPTIONS)):
+        raise TypeError(f"submit_job() got unknown fields {unknown}")
     fields = {
         "job_queue": job_queue.name,
         "quota_share": quota_share,
         "capacity_unit": capacity_unit,
         "name": name,
-        "quantity": quantity,
-        "scheduling_priority": scheduling_priority,
-        "command": command,
-        "service_request_payload": service_request_payload,
-        "retry_attempts": retry_attempts,
-        "evaluate_on_exit": evaluate_on_exit or [],
-        "preemption_retries_before_termination": preemption_retries_before_termination,
-        "attempt_duration_seconds": attempt_duration_seconds,
-        "simulated_duration_seconds": simulated_duration_seconds,
-        "client_token": client_token,
-        "tags": tags or {},
+        **JOB_OPTIONS,
+        **options,
     }
+    fields["evaluate_on_exit"] = fields["evaluate_on_exit"] or []
+    fields["tags"] = fields["tags"] or {}
     if errors := _check_numbers(fields):
         raise InvalidInput(errors)
-    if job_queue.state != State.ENABLED:
-        raise InvalidInput(
-            {"job_queue": f"job queue {job_queue.name} is DISABLED and accepts no jobs"}
-        )
-    share = job_queue.quota_shares.select_related("team").filter(name=quota_share).first()
-    if share is None:
-        raise InvalidInput(
-            {
-                "quota_share": f"quota share {quota_share} does not exist"
-                f" in job queue {job_queue.name}"
-            }
-        )
-    require_share_member(actor, share)
-    unit = CapacityUnit.objects.filter(name=capacity_unit).first()
-    if unit is None:
-        raise InvalidInput({"capacity_unit": f"capacity unit {capacity_unit} does not exist"})
-    capacity = bridge.environment_limits(job_queue.service_environment)
-    if error := submission_error(bridge.share_of(share), unit.name, quantity, capacity):
-        raise InvalidInput({"quantity" if "needs" in error else "quota_share": error})
+    share, unit = _target(actor, job_queue, fields)
     fingerprint = _fingerprint(fields)
-    if client_token is not None:
-        existing = _same_request(job_queue, client_token, fingerprint)
-        if existing is not None:
-            return existing
+    token = fields["client_token"]
+    if token is not None and (existing := _same_request(job_queue, token, fingerprint)):
+        return existing
     try:
-        with transaction.atomic():
-            job = Job.objects.create(
-                name=name,
-                job_queue=job_queue,
-                quota_share=share,
-                share_name=share.name,
-                submitted_by=actor,
-                capacity_unit=unit,
-                quantity=quantity,
-                scheduling_priority=scheduling_priority,
-                command=command,
-                service_request_payload=service_request_payload,
-                retry_attempts=retry_attempts,
-                evaluate_on_exit=fields["evaluate_on_exit"],
-                preemption_retries_before_termination=preemption_retries_before_termination,
-                attempt_duration_seconds=attempt_duration_seconds,
-                simulated_duration_seconds=simulated_duration_seconds,
-                client_token=client_token,
-                request_fingerprint=fingerprint,
-                tags=fields["tags"],
-                status=JobStatus.RUNNABLE,
-                created_at=now or timezone.now(),
-            )
-            record(
-                actor,
-                EventKind.SUBMITTED,
-                job=job,
-                share=share,
-                when=job.created_at,
-                quantity=quantity,
-                capacity_unit=unit.name,
-                scheduling_priority=scheduling_priority,
-            )
+        job = _create(actor, job_queue, share, unit, fields, fingerprint, now or timezone.now())
     except IntegrityError:
         # A concurrent submit with the same client_token won the race: answer as it did.
-        existing = _same_request(job_queue, client_token, fingerprint)
+        existing = _same_request(job_queue, token, fingerprint) if token else None
         if existing is None:
             raise
         return existing
     queue_changed(job_queue.pk)
+    return job
+
+
+def _target(actor, job_queue: JobQueue, fields: dict) -> tuple[QuotaShare, CapacityUnit]:
+    """The share and unit a submission names, checked: exists, allowed, and can ever fit."""
+    if job_queue.state != State.ENABLED:
+        raise InvalidInput(
+            {"job_queue": f"job queue {job_queue.name} is DISABLED and accepts no jobs"}
+        )
+    name = fields["quota_share"]
+    share = job_queue.quota_shares.select_related("team").filter(name=name).first()
+    if share is None:
+        raise InvalidInput(
+            {"quota_share": f"quota share {name} does not exist in job queue {job_queue.name}"}
+        )
+    require_share_member(actor, share)
+    unit = CapacityUnit.objects.filter(name=fields["capacity_unit"]).first()
+    if unit is None:
+        raise InvalidInput(
+            {"capacity_unit": f"capacity unit {fields['capacity_unit']} does not exist"}
+        )
+    capacity = bridge.environment_limits(job_queue.service_environment)
+    if error := submission_error(bridge.share_of(share), unit.name, fields["quantity"], capacity):
+        raise InvalidInput({"quantity" if "needs" in error else "quota_share": error})
+    return share, unit
+
+
+@transaction.atomic
+def _create(actor, job_queue, share, unit, fields: dict, fingerprint: str, now) -> Job:
+    job = Job.objects.create(
+        job_queue=job_queue,
+        quota_share=share,
+        share_name=share.name,
+        submitted_by=actor,
+        capacity_unit=unit,
+        name=fields["name"],
+        request_fingerprint=fingerprint,
+        status=JobStatus.RUNNABLE,
+        created_at=now,
+        **{key: fields[key] for key in JOB_OPTIONS},
+    )
+    record(
+        actor,
+        EventKind.SUBMITTED,
+        job=job,
+        share=share,
+        when=now,
+        quantity=job.quantity,
+        capacity_unit=unit.name,
+        scheduling_priority=job.scheduling_priority,
+    )
     return job
 
 
