@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from quotaportal.hosts.models import GpuHost
+from quotaportal.hosts.models import AgentToken, GpuHost, Placement
 from quotaportal.quotas.admin import ReadOnlyAdmin
 
 
@@ -19,4 +19,23 @@ class GpuHostAdmin(ReadOnlyAdmin):
         "last_heartbeat",
     ]
     list_filter = ["state", "service_environment"]
-    exclude = ["token_hash"]
+
+
+@admin.register(AgentToken)
+class AgentTokenAdmin(ReadOnlyAdmin):
+    list_display = ["environment", "created_at", "revoked"]
+    exclude = ["key_hash"]
+
+
+@admin.register(Placement)
+class PlacementAdmin(ReadOnlyAdmin):
+    list_display = [
+        "attempt",
+        "host",
+        "rank",
+        "gpu_indices",
+        "exit_code",
+        "started_at",
+        "exited_at",
+    ]
+    list_select_related = ["attempt", "host"]

@@ -29,7 +29,6 @@ class GpuHost(models.Model):
     gpu_indices = models.JSONField(default=list, blank=True)
     state = models.CharField(max_length=8, choices=HostState.choices, default=HostState.READY)
     last_heartbeat = models.DateTimeField(null=True, blank=True)
-    token_hash = models.CharField(max_length=128, blank=True)  # unused; agents use AgentToken
 
     class Meta:
         constraints = [

@@ -134,3 +134,9 @@ class SchedulerRunAdmin(ReadOnlyAdmin):
         "error",
     ]
     list_filter = ["job_queue", "skipped", "replanned"]
+
+
+@admin.register(models.UtilizationSample)
+class UtilizationSampleAdmin(ReadOnlyAdmin):
+    list_display = ["job_queue", "time"]
+    list_filter = ["job_queue"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from django.contrib import admin
 
+from quotaportal.hosts.models import AgentToken, GpuHost, Placement
 from quotaportal.quotas import models, tasks
 from tests.conftest import submit
 
@@ -22,6 +23,10 @@ TABLES = [
     models.JobAttempt,
     models.Event,
     models.SchedulerRun,
+    models.UtilizationSample,
+    GpuHost,
+    AgentToken,
+    Placement,
 ]
 
 
