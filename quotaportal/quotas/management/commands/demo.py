@@ -8,6 +8,7 @@ Ctrl-C stops everything.
 
 from __future__ import annotations
 
+import signal
 import socket
 import subprocess
 import sys
@@ -63,6 +64,10 @@ class Command(BaseCommand):
             target=self.start_agent, args=(url, port, token, gpus, agent), daemon=True
         )
         starter.start()
+        # Ctrl-C, or a plain `kill`, stops everything: even where SIGINT was ignored at start
+        # (background jobs of a non-interactive shell), both end the web server cleanly.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
         try:
             call_command("runserver", f"127.0.0.1:{port}", use_reloader=False)
         finally:
