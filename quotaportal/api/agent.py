@@ -57,7 +57,7 @@ class HeartbeatSerializer(serializers.Serializer):
 class ReportSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=128)
     placement = serializers.IntegerField(min_value=1)
-    event = serializers.ChoiceField(choices=["started", "exited"])
+    event = serializers.ChoiceField(choices=["started", "output", "exited"])
     exit_code = serializers.IntegerField(
         required=False, allow_null=True, min_value=-1024, max_value=1024
     )

@@ -169,8 +169,13 @@ def report(
         if found.attempt.stopped_at is None:
             mark_started(job, now)
         return
+    if event == "output":
+        if found.exit_code is None:
+            found.output_tail = output_tail[-8000:]
+            found.save(update_fields=["output_tail"])
+        return
     if event != "exited":
-        raise InvalidInput({"event": "event must be started or exited"})
+        raise InvalidInput({"event": "event must be started, output or exited"})
     if found.exit_code is not None:
         return  # already reported
     found.exit_code, found.exited_at, found.output_tail = exit_code, now, output_tail[-8000:]

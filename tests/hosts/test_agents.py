@@ -85,6 +85,8 @@ class Fleet:
                 "gpu1",
                 "--interval",
                 "0.3",
+                "--output-every",
+                "1",
                 "--work-dir",
                 str(self.work_dir(name)),
             ],
@@ -220,3 +222,15 @@ def test_a_multi_host_job_gets_ranks_zero_to_n_minus_one(fleet):
     )
     master = placements[0].host.name
     assert lines == [["0", "2", master], ["1", "2", master]]
+
+
+def test_a_running_jobs_output_is_visible_before_it_ends(fleet):
+    job = fleet.submit(name="chatty", command="echo warming-up; sleep 30")
+    wait_until(lambda: fleet.status(job) == "RUNNING", what="the job to start")
+
+    def shows_output():
+        placement = Placement.objects.filter(attempt__job=job).first()
+        return placement is not None and "warming-up" in placement.output_tail
+
+    wait_until(shows_output, timeout=15, what="the output tail while running")
+    assert fleet.status(job) == "RUNNING"

@@ -40,6 +40,12 @@ def parse(argv):
         help="job output and checkpoints",
     )
     parser.add_argument("--interval", type=float, default=1.0, help="seconds between heartbeats")
+    parser.add_argument(
+        "--output-every",
+        type=float,
+        default=5.0,
+        help="seconds between sending a running job's output tail",
+    )
     return parser.parse_args(argv)
 
 
@@ -69,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         work_dir=args.work_dir.resolve(),
         address=args.address or args.name,
         interval=args.interval,
+        output_every=args.output_every,
     )
     try:
         agent.register()

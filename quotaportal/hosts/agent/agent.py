@@ -27,6 +27,7 @@ class Agent:
         work_dir: Path,
         address: str,
         interval: float = 1.0,
+        output_every: float = 5.0,
     ):
         self.client = client
         self.name = name
@@ -35,6 +36,7 @@ class Agent:
         self.work_dir = work_dir
         self.address = address
         self.interval = interval
+        self.output_every = output_every
         self.running: dict[int, RunningJob] = {}
         self.finished: set[int] = set()
         self.unreported: list[tuple] = []  # reports to retry once the server is back
@@ -95,11 +97,19 @@ class Agent:
         for placement, job in list(self.running.items()):
             code = job.poll()
             if code is None:
+                self.share_output(placement, job)
                 continue
             del self.running[placement]
             self.finished.add(placement)
             log.info("job %s rank %s exited with %s", job.spec["job_id"], job.spec["rank"], code)
             self.send(placement, "exited", code, job.output_tail())
+
+    def share_output(self, placement: int, job: RunningJob) -> None:
+        """While a job runs, send the tail of its output now and then (the job page shows it)."""
+        now = time.monotonic()
+        if now - job.output_sent_at >= self.output_every:
+            job.output_sent_at = now
+            self.send(placement, "output", None, job.output_tail())
 
     def send(
         self, placement: int, event: str, exit_code: int | None = None, tail: str = ""

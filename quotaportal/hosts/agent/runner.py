@@ -45,6 +45,7 @@ class RunningJob:
                 start_new_session=True,
             )
         self.stop_deadline: float | None = None
+        self.output_sent_at = time.monotonic()
 
     @property
     def stopping(self) -> bool:
