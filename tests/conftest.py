@@ -5,8 +5,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 REPO = Path(__file__).resolve().parent.parent
+
+# In CI, property-based tests (hypothesis, schemathesis) draw the same examples every run, so a
+# red build always means a change broke something; local runs keep exploring new examples.
+hypothesis_settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("CI"):
+    hypothesis_settings.load_profile("ci")
 
 
 def scenarios_dir() -> Path:

@@ -7,6 +7,7 @@ gang jobs, several units per share, and many ties in priority and age.
 
 from __future__ import annotations
 
+import os
 import random
 
 from hypothesis import given, settings
@@ -16,6 +17,8 @@ from scheduler import Job, Ordering, Share, Snapshot, Strategy, check_plan, plan
 from scheduler.model import PendingReason
 
 UNITS = ("a100", "h100", "l4")
+# QP_PROPERTY_EXAMPLES=5000 for a deeper local run; CI uses the default, derandomized.
+EXAMPLES = int(os.environ.get("QP_PROPERTY_EXAMPLES", "200"))
 
 
 @st.composite
@@ -67,13 +70,13 @@ def snapshots(draw) -> Snapshot:
     return Snapshot(capacity, tuple(share_list), tuple(jobs), ordering)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=EXAMPLES * 2, deadline=None)
 @given(snapshots())
 def test_no_plan_breaks_an_invariant(snapshot):
     check_plan(snapshot, plan_tick(snapshot, 100.0))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=EXAMPLES, deadline=None)
 @given(snapshots(), st.randoms(use_true_random=False))
 def test_the_same_snapshot_gives_the_same_plan_in_any_input_order(snapshot, rng: random.Random):
     first = plan_tick(snapshot, 100.0)
@@ -85,7 +88,7 @@ def test_the_same_snapshot_gives_the_same_plan_in_any_input_order(snapshot, rng:
     assert plan_tick(shuffled, 100.0) == first
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=EXAMPLES, deadline=None)
 @given(snapshots())
 def test_pending_reasons_agree_with_the_share_settings(snapshot):
     plan = plan_tick(snapshot, 100.0)
@@ -106,7 +109,7 @@ def test_pending_reasons_agree_with_the_share_settings(snapshot):
             assert share.borrow_limit != -1
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=EXAMPLES, deadline=None)
 @given(snapshots())
 def test_a_tick_on_its_own_outcome_preempts_nothing_it_just_started(snapshot):
     """Applying a plan and planning again never preempts a job the first tick started."""
@@ -129,7 +132,7 @@ def test_a_tick_on_its_own_outcome_preempts_nothing_it_just_started(snapshot):
     assert not cross & started
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=EXAMPLES, deadline=None)
 @given(snapshots())
 def test_queue_positions_follow_from_share_ranks_and_counts(snapshot):
     from scheduler.positions import QueueNumbering
