@@ -66,35 +66,54 @@ class Fleet:
     nlp: object  # LEND, limit 2 a100
 
 
-@pytest.fixture
-def fleet(people) -> Fleet:
-    """4 x a100 on a SIMULATED environment, one queue, two teams' shares."""
+def build_queue(
+    admin,
+    *,
+    unit: str = "a100",
+    capacity: int = 4,
+    backend: str = "SIMULATED",
+    env_name: str = "sim",
+    **queue_fields,
+):
+    """A capacity unit, a service environment of `capacity` units and job queue "gpu"."""
+    from quotaportal.quotas import services
+
+    services.create_capacity_unit(admin, name=unit)
+    env = services.create_service_environment(
+        admin, name=env_name, backend=backend, capacity_limits={unit: capacity}
+    )
+    policy = services.create_scheduling_policy(admin, name="fifo")
+    queue = services.create_job_queue(
+        admin, name="gpu", scheduling_policy=policy, service_environment=env, **queue_fields
+    )
+    return env, queue
+
+
+def add_share(
+    admin, queue, name: str, team: str, limit: int, strategy: str, *, unit: str = "a100", **fields
+):
     from quotaportal.quotas import services
     from quotaportal.quotas.models import Team
 
-    services.create_capacity_unit(people.admin, name="a100")
-    env = services.create_service_environment(people.admin, name="sim", capacity_limits={"a100": 4})
-    policy = services.create_scheduling_policy(people.admin, name="fifo")
-    queue = services.create_job_queue(
-        people.admin, name="gpu", scheduling_policy=policy, service_environment=env
-    )
-    vision = services.create_share(
-        people.admin,
+    return services.create_share(
+        admin,
         job_queue=queue,
-        name="vision",
-        team=Team.objects.get(name="vision"),
-        capacity_limits={"a100": 2},
-        sharing_strategy="LEND_AND_BORROW",
-        in_share_preemption=True,
+        name=name,
+        team=Team.objects.get(name=team),
+        capacity_limits={unit: limit},
+        sharing_strategy=strategy,
+        **fields,
     )
-    nlp = services.create_share(
-        people.admin,
-        job_queue=queue,
-        name="nlp",
-        team=Team.objects.get(name="nlp"),
-        capacity_limits={"a100": 2},
-        sharing_strategy="LEND",
+
+
+@pytest.fixture
+def fleet(people) -> Fleet:
+    """4 x a100 on a SIMULATED environment, one queue, two teams' shares."""
+    env, queue = build_queue(people.admin)
+    vision = add_share(
+        people.admin, queue, "vision", "vision", 2, "LEND_AND_BORROW", in_share_preemption=True
     )
+    nlp = add_share(people.admin, queue, "nlp", "nlp", 2, "LEND")
     return Fleet(queue, env, vision, nlp)
 
 

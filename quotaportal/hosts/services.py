@@ -11,6 +11,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Prefetch
 from django.utils import timezone
 
 from quotaportal.hosts.models import AgentToken, GpuHost, HostState, Placement
@@ -104,24 +105,34 @@ def _host(env: ServiceEnvironment, name: str) -> GpuHost:
 
 def desired_placements(host: GpuHost) -> list[dict]:
     """What should run on the host now: open attempts of dispatched jobs placed on it."""
-    placements = Placement.objects.filter(
-        host=host,
-        attempt__stopped_at__isnull=True,
-        attempt__job__status__in=DISPATCHED,
-        exit_code__isnull=True,
-    ).select_related("attempt__job__job_queue")
+    placements = (
+        Placement.objects.filter(
+            host=host,
+            attempt__stopped_at__isnull=True,
+            attempt__job__status__in=DISPATCHED,
+            exit_code__isnull=True,
+        )
+        .select_related("attempt__job__job_queue")
+        .prefetch_related(
+            # Heartbeats come every second from every host: fetch each job's ranks in one query.
+            Prefetch(
+                "attempt__placements",
+                queryset=Placement.objects.select_related("host").order_by("rank"),
+            )
+        )
+    )
     result = []
     for p in placements:
         job = p.attempt.job
-        world = p.attempt.placements.order_by("rank")
-        master = world.first().host
+        world = list(p.attempt.placements.all())
+        master = world[0].host
         result.append(
             {
                 "placement": p.id,
                 "job_id": str(job.id),
                 "attempt": p.attempt.number,
                 "rank": p.rank,
-                "world_size": world.count(),
+                "world_size": len(world),
                 "master_addr": master.address or master.name,
                 "gpu_indices": p.gpu_indices,
                 "command": job.command or "true",
@@ -207,8 +218,10 @@ def place_started_jobs(env: ServiceEnvironment, job_ids: list[str], now) -> list
     attempts = {
         a.job_id: a for a in JobAttempt.objects.filter(job_id__in=job_ids, stopped_at__isnull=True)
     }
+    order = {job_id: index for index, job_id in enumerate(job_ids)}
+    by_name = {h.name: h for h in hosts.values()}
     unplaced = []
-    for job in sorted(jobs, key=lambda j: job_ids.index(str(j.id))):
+    for job in sorted(jobs, key=lambda j: order[str(j.id)]):
         free_slots = {
             h.name: [s for s in range(h.slots) if s not in taken[h.id]]
             for h in hosts.values()
@@ -218,7 +231,6 @@ def place_started_jobs(env: ServiceEnvironment, job_ids: list[str], now) -> list
         if chosen is None:
             unplaced.append(str(job.id))
             continue
-        by_name = {h.name: h for h in hosts.values()}
         for rank, (host_name, count) in enumerate(chosen):
             host = by_name[host_name]
             slots = free_slots[host_name][:count]

@@ -34,12 +34,14 @@ def jobs_of_user_teams(user, queryset):
     return queryset.filter(Q(quota_share__team_id__in=team_ids(user)) | Q(submitted_by=user))
 
 
-def share_utilization(queue: JobQueue) -> dict[str, dict[str, dict[str, int]]]:
+def share_utilization(
+    queue: JobQueue, shares=None, capacity=None
+) -> dict[str, dict[str, dict[str, int]]]:
     """Per share and unit: used, limit, borrowed (above its limit), lent (its idle capacity in
     use by borrowers) and idle. Borrowed instances are attributed first to capacity no share
     covers, then to lending shares in name order, so the figures are stable between reads.
     """
-    capacity = bridge.capacity_of(queue)
+    capacity = bridge.capacity_of(queue) if capacity is None else capacity
     used = defaultdict(int)
     for share_id, unit, total in (
         Job.objects.filter(job_queue=queue, status__in=DISPATCHED)
@@ -47,7 +49,8 @@ def share_utilization(queue: JobQueue) -> dict[str, dict[str, dict[str, int]]]:
         .annotate(total=Sum("quantity"))
     ):
         used[share_id, unit] = total
-    shares = list(QuotaShare.objects.filter(job_queue=queue).order_by("name"))
+    if shares is None:
+        shares = list(QuotaShare.objects.filter(job_queue=queue).order_by("name"))
     limits = defaultdict(dict)
     for share_id, unit, count in ShareCapacityLimit.objects.filter(
         share__job_queue=queue
@@ -224,7 +227,8 @@ def queue_dashboard(queue: JobQueue, since) -> dict:
     shares = list(
         QuotaShare.objects.filter(job_queue=queue).select_related("team").order_by("name")
     )
-    utilization = share_utilization(queue)
+    capacity = bridge.capacity_of(queue)
+    utilization = share_utilization(queue, shares, capacity)  # the same rows, not read again
     counts = share_job_counts(queue)
     rows = []
     for share in shares:
@@ -234,7 +238,7 @@ def queue_dashboard(queue: JobQueue, since) -> dict:
         rows.append({"share": share, "units": units, **counts[share.id]})
     return {
         "queue": queue,
-        "capacity": bridge.capacity_of(queue),
+        "capacity": capacity,
         "shares": rows,
         "preemptions": recent_preemptions(queue),
         "last_run": queue.scheduler_runs.filter(skipped=False).order_by("-started_at").first(),

@@ -16,7 +16,8 @@ from quotaportal.hosts import services as host_services
 from quotaportal.hosts.models import GpuHost, Placement
 from quotaportal.quotas import services
 from quotaportal.quotas.loop import SchedulerLoop
-from quotaportal.quotas.models import Job, Team
+from quotaportal.quotas.models import Job
+from tests.conftest import add_share, build_queue
 
 pytestmark = pytest.mark.django_db(transaction=True)
 PYTHON = shlex.quote(sys.executable)
@@ -33,34 +34,16 @@ def wait_until(check, timeout=30.0, what="condition"):
 
 class Fleet:
     def __init__(self, people, live_server, tmp_path):
-        services.create_capacity_unit(people.admin, name="gpu1")
-        self.env = services.create_service_environment(
-            people.admin, name="local", backend="LOCAL", capacity_limits={"gpu1": 8}
-        )
-        policy = services.create_scheduling_policy(people.admin, name="fifo")
-        self.queue = services.create_job_queue(
+        self.env, self.queue = build_queue(
             people.admin,
-            name="gpu",
-            scheduling_policy=policy,
-            service_environment=self.env,
+            unit="gpu1",
+            capacity=8,
+            backend="LOCAL",
+            env_name="local",
             preemption_grace_seconds=5,
         )
-        services.create_share(
-            people.admin,
-            job_queue=self.queue,
-            name="a",
-            team=Team.objects.get(name="vision"),
-            capacity_limits={"gpu1": 2},
-            sharing_strategy="LEND_AND_BORROW",
-        )
-        services.create_share(
-            people.admin,
-            job_queue=self.queue,
-            name="b",
-            team=Team.objects.get(name="nlp"),
-            capacity_limits={"gpu1": 2},
-            sharing_strategy="LEND",
-        )
+        add_share(people.admin, self.queue, "a", "vision", 2, "LEND_AND_BORROW", unit="gpu1")
+        add_share(people.admin, self.queue, "b", "nlp", 2, "LEND", unit="gpu1")
         self.token = host_services.create_agent_token(people.admin, self.env)
         self.url, self.tmp = live_server.url, tmp_path
         self.agents: dict[str, subprocess.Popen] = {}

@@ -16,31 +16,17 @@ from django.db import connection
 
 from quotaportal.quotas import services
 from quotaportal.quotas.errors import ServiceError
-from quotaportal.quotas.models import DISPATCHED, Event, Job, JobAttempt, Team
+from quotaportal.quotas.models import DISPATCHED, Event, Job, JobAttempt
+from tests.conftest import add_share, build_queue
 
 CAPACITY = 6
 SECONDS = 4.0
 
 
 def busy_fleet(people):
-    services.create_capacity_unit(people.admin, name="a100")
-    env = services.create_service_environment(
-        people.admin, name="sim", capacity_limits={"a100": CAPACITY}
-    )
-    policy = services.create_scheduling_policy(people.admin, name="fifo")
-    queue = services.create_job_queue(
-        people.admin, name="gpu", scheduling_policy=policy, service_environment=env
-    )
-    for team, strategy in (("vision", "LEND_AND_BORROW"), ("nlp", "LEND_AND_BORROW")):
-        services.create_share(
-            people.admin,
-            job_queue=queue,
-            name=team,
-            team=Team.objects.get(name=team),
-            capacity_limits={"a100": 3},
-            sharing_strategy=strategy,
-            in_share_preemption=True,
-        )
+    _, queue = build_queue(people.admin, capacity=CAPACITY)
+    for team in ("vision", "nlp"):
+        add_share(people.admin, queue, team, team, 3, "LEND_AND_BORROW", in_share_preemption=True)
     return queue
 
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
-from quotaportal.quotas import services
 from quotaportal.quotas.loop import SchedulerLoop
-from quotaportal.quotas.models import Job, QuotaShare, Team
+from quotaportal.quotas.models import Job, QuotaShare
+from tests.conftest import add_share, build_queue
 
 CHROMIUM = os.environ.get("QP_CHROMIUM", "/usr/bin/chromium")
 ARGS = [
@@ -44,21 +44,8 @@ def browser():
 @pytest.fixture
 def small_fleet(people):
     """2 instances; one share whose jobs fill it, with in-share preemption on."""
-    services.create_capacity_unit(people.admin, name="a100")
-    env = services.create_service_environment(people.admin, name="sim", capacity_limits={"a100": 2})
-    policy = services.create_scheduling_policy(people.admin, name="fifo")
-    queue = services.create_job_queue(
-        people.admin, name="gpu", scheduling_policy=policy, service_environment=env
-    )
-    services.create_share(
-        people.admin,
-        job_queue=queue,
-        name="vision",
-        team=Team.objects.get(name="vision"),
-        capacity_limits={"a100": 2},
-        sharing_strategy="LEND",
-        in_share_preemption=True,
-    )
+    _, queue = build_queue(people.admin, capacity=2)
+    add_share(people.admin, queue, "vision", "vision", 2, "LEND", in_share_preemption=True)
     for user in (people.admin, people.alice, people.bob):
         user.set_password(PASSWORD)
         user.save()

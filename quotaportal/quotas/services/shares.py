@@ -58,8 +58,8 @@ def _validate(limits, strategy, borrow_limit, state) -> None:
         raise InvalidInput(errors)
 
 
-def _write_limits(share: QuotaShare, limits: dict[str, int]) -> None:
-    units = _resolve_units(limits)
+def _write_limits(share: QuotaShare, limits: dict[str, int], units=None) -> None:
+    units = units or _resolve_units(limits)
     share.capacity_limits.all().delete()
     ShareCapacityLimit.objects.bulk_create(
         ShareCapacityLimit(share=share, capacity_unit=units[name], max_capacity=count)
@@ -90,7 +90,7 @@ def create_share(
     require_admin(actor, "create quota shares")
     _check_name(name)
     _validate(capacity_limits, sharing_strategy, borrow_limit, state)
-    _resolve_units(capacity_limits)
+    units = _resolve_units(capacity_limits)  # before anything is written
     # Lock the queue row so two concurrent creates cannot both pass the 20-share check.
     JobQueue.objects.select_for_update().get(pk=job_queue.pk)
     if job_queue.quota_shares.count() >= MAX_SHARES_PER_QUEUE:
@@ -117,7 +117,7 @@ def create_share(
         raise InvalidInput(
             {"name": f"a quota share named {name} already exists in job queue {job_queue.name}"}
         ) from None
-    _write_limits(share, capacity_limits)
+    _write_limits(share, capacity_limits, units)
     record(
         actor,
         EventKind.SHARE_CREATED,

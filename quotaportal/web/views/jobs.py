@@ -119,17 +119,8 @@ def job_priority(request, pk):
         status = 400
     job.refresh_from_db()
     _decorate(request.user, [job])
-    if not request.htmx:
-        return (
-            redirect("job-detail", pk=job.pk)
-            if status == 200
-            else render(
-                request,
-                "web/job_detail.html#priority",
-                {"job": job, "priority_form": form},
-                status=status,
-            )
-        )
+    if status == 200 and not request.htmx:
+        return redirect("job-detail", pk=job.pk)
     return render(
         request, "web/job_detail.html#priority", {"job": job, "priority_form": form}, status=status
     )
