@@ -108,19 +108,21 @@ def len_of_queries(client) -> int:
     return len(captured.captured_queries)
 
 
+def submit_form(fleet, **changes) -> dict:
+    return {
+        "quota_share": fleet.vision.pk,
+        "name": "train",
+        "capacity_unit": "a100",
+        "quantity": 1,
+        "scheduling_priority": 5,
+        "retry_attempts": 1,
+        **changes,
+    }
+
+
 def test_submitting_through_the_form(browser_as, people, fleet):
     alice = browser_as(people.alice)
-    response = alice.post(
-        "/jobs/new/",
-        {
-            "quota_share": fleet.vision.pk,
-            "name": "train",
-            "capacity_unit": "a100",
-            "quantity": 2,
-            "scheduling_priority": 5,
-            "retry_attempts": 1,
-        },
-    )
+    response = alice.post("/jobs/new/", submit_form(fleet, quantity=2))
     job = Job.objects.get(name="train")
     assert response.status_code == 302
     assert response["Location"] == f"/jobs/{job.pk}/"
@@ -129,17 +131,7 @@ def test_submitting_through_the_form(browser_as, people, fleet):
 
 def test_a_bad_submission_shows_the_message_next_to_the_field(browser_as, people, fleet):
     alice = browser_as(people.alice)
-    response = alice.post(
-        "/jobs/new/",
-        {
-            "quota_share": fleet.vision.pk,
-            "name": "train",
-            "capacity_unit": "a100",
-            "quantity": 9,
-            "scheduling_priority": 5,
-            "retry_attempts": 1,
-        },
-    )
+    response = alice.post("/jobs/new/", submit_form(fleet, quantity=9))
     assert response.status_code == 400
     assert "service environment has at most 4" in response.content.decode()
     assert not Job.objects.exists()
