@@ -52,6 +52,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_htmx",
+    "axes",
     "quotaportal.quotas",
     "quotaportal.hosts",
     "quotaportal.api",
@@ -68,6 +69,15 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, as django-axes asks: it turns a locked-out login into a 429 answer.
+    "axes.middleware.AxesMiddleware",
+]
+
+# Login throttling (django-axes): after AXES_FAILURE_LIMIT wrong passwords for one username
+# from one address, that pair is refused for the cool-off period; a success resets the count.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
 ]
 
 if not DEBUG:
@@ -120,6 +130,12 @@ LOGIN_REDIRECT_URL = "dashboard"
 LOGOUT_REDIRECT_URL = "login"
 STATIC_ROOT = BASE_DIR / "var" / "static"
 
+AXES_FAILURE_LIMIT = envint("QP_LOGIN_FAILURE_LIMIT", 10)
+AXES_COOLOFF_TIME = envint("QP_LOGIN_COOLOFF_MINUTES", 15) / 60  # hours
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+
 # Scheduler loop and host health (DESIGN.md §7).
 QP_TICK_SECONDS = envint("QP_TICK_SECONDS", 2)
 QP_HOST_TIMEOUT = envint("QP_HOST_TIMEOUT", 30)
@@ -127,6 +143,8 @@ QP_HOST_TIMEOUT = envint("QP_HOST_TIMEOUT", 30)
 QP_IMMEDIATE_TICKS = envbool("QP_IMMEDIATE_TICKS", True)
 # A tick re-plans a queue nothing has changed at least this often, as a safety net.
 QP_FULL_REPLAN_SECONDS = envint("QP_FULL_REPLAN_SECONDS", 30)
+# /healthz answers 503 when an ENABLED queue has not ticked for this long (beat or worker down).
+QP_HEALTH_TICK_AGE = envint("QP_HEALTH_TICK_AGE", max(30, 5 * QP_TICK_SECONDS))
 # Scheduler runs and utilization samples older than this are pruned by beat.
 QP_HISTORY_HOURS = envint("QP_HISTORY_HOURS", 24)
 
@@ -136,6 +154,11 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PARSER_CLASSES": [
+        "quotaportal.api.parsers.ObjectJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": "quotaportal.api.pagination.BoundedLimitOffsetPagination",
     "PAGE_SIZE": 100,
@@ -171,5 +194,21 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": float(QP_TICK_SECONDS),
         # A tick that waited longer than one period is stale: the next one supersedes it.
         "options": {"expires": max(QP_TICK_SECONDS - 0.5, 0.5)},
+    },
+}
+
+# Errors go to stderr with their tracebacks in every mode, so a 500 under gunicorn or a
+# failed tick in a Celery worker is never silent (Django's default logs them only in DEBUG).
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(process)d: %(message)s"}
+    },
+    "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["stderr"], "level": os.environ.get("QP_LOG_LEVEL", "WARNING")},
+    "loggers": {
+        "django": {"handlers": ["stderr"], "level": "WARNING", "propagate": False},
+        "django.request": {"handlers": ["stderr"], "level": "ERROR", "propagate": False},
     },
 }

@@ -1,11 +1,47 @@
 from __future__ import annotations
 
+from datetime import timedelta
+
+from django.conf import settings
 from django.db import connection
+from django.db.models import Max
 from django.http import JsonResponse
+from django.utils import timezone
+
+from quotaportal.quotas.models import JobQueue, State
+
+
+def stale_queues(now=None) -> list[str]:
+    """ENABLED queues whose last tick (or creation, if never ticked) is older than
+    QP_HEALTH_TICK_AGE: the scheduler (beat, worker or embedded loop) is stuck or gone."""
+    now = now or timezone.now()
+    cutoff = now - timedelta(seconds=settings.QP_HEALTH_TICK_AGE)
+    queues = JobQueue.objects.filter(state=State.ENABLED).annotate(
+        last_tick=Max("scheduler_runs__started_at")
+    )
+    return [
+        f"{q.name} (last tick {q.last_tick.isoformat() if q.last_tick else 'never'})"
+        for q in queues
+        if (q.last_tick or q.created_at) < cutoff
+    ]
 
 
 def healthz(request):
-    """Liveness for load balancers and compose health checks: the database answers."""
+    """Liveness for load balancers, compose and orchestrators: 200 when the database answers
+    and every ENABLED queue ticked recently; 503 with the reason otherwise."""
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1")
+    stale = stale_queues()
+    if stale:
+        return JsonResponse(
+            {
+                "status": "unhealthy",
+                "database": connection.vendor,
+                "reason": (
+                    f"no scheduler tick for over {settings.QP_HEALTH_TICK_AGE} s: "
+                    f"{', '.join(stale)}; is celery beat (and a worker) running?"
+                ),
+            },
+            status=503,
+        )
     return JsonResponse({"status": "ok", "database": connection.vendor})

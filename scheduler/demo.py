@@ -23,6 +23,7 @@ PLAIN_REASONS = {
     "SHARE_AT_LIMIT": "its share is at its limit and may not borrow",
     "BORROW_LIMIT_REACHED": "its share has borrowed all its borrow limit allows",
     "NOTHING_TO_BORROW": "its share may borrow, but no idle capacity is lendable",
+    "EXCEEDS_SHARE_CEILING": "it needs more than its share's limit plus borrow limit: never",
     "BEHIND_SHARE_HEAD": "waiting behind an earlier job of its share",
     "NO_CAPACITY_LIMIT_FOR_UNIT": "its share has no limit for this capacity unit",
 }

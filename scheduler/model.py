@@ -36,6 +36,7 @@ class PendingReason(StrEnum):
     """Why a RUNNABLE job did not start, in the order the planner checks them."""
 
     NO_CAPACITY_LIMIT_FOR_UNIT = "NO_CAPACITY_LIMIT_FOR_UNIT"
+    EXCEEDS_SHARE_CEILING = "EXCEEDS_SHARE_CEILING"
     BEHIND_SHARE_HEAD = "BEHIND_SHARE_HEAD"
     WAITING_FOR_CAPACITY = "WAITING_FOR_CAPACITY"
     SHARE_AT_LIMIT = "SHARE_AT_LIMIT"
@@ -69,6 +70,15 @@ class Share:
             return None
         # AWS expresses the borrow limit as a percentage of the limit; partial instances round down.
         return limit + limit * self.borrow_limit // 100
+
+    def could_ever_hold(self, job: Job) -> bool:
+        """Can the job start in this share at all, whatever else runs (limits may have been
+        lowered since it was submitted)?"""
+        limit = self.limits.get(job.unit, 0)
+        if limit <= 0:
+            return False
+        ceiling = self.ceiling(job.unit)
+        return ceiling is None or job.quantity <= ceiling
 
     @property
     def reserves_idle(self) -> bool:

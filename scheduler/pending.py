@@ -4,6 +4,8 @@ The reason is read off the state the tick leaves behind, for the job at the head
 (with BEST_EFFORT ordering, for every job as if it were the head):
 
 - NO_CAPACITY_LIMIT_FOR_UNIT: the share has no limit for the job's unit, so it never starts;
+- EXCEEDS_SHARE_CEILING: the job needs more than the share's limit plus borrow ceiling (the
+  limits were lowered after it was submitted), so it never starts;
 - BEHIND_SHARE_HEAD: STRICT ordering and an earlier job of the share waits first;
 - WAITING_FOR_CAPACITY: the job is within the share's limit but the capacity is in use;
 - SHARE_AT_LIMIT: beyond the limit and the strategy (RESERVE, LEND) cannot borrow;
@@ -35,6 +37,8 @@ def reason_for(ledger: Ledger, share: Share, job: Job) -> PendingReason:
     limit = share.limit(unit)
     if limit <= 0:
         return _R.NO_CAPACITY_LIMIT_FOR_UNIT
+    if not share.could_ever_hold(job):
+        return _R.EXCEEDS_SHARE_CEILING
     wanted = ledger.used(share, unit) + job.quantity
     fits_capacity = ledger.available_to(share, unit) >= job.quantity
     if wanted <= limit or fits_capacity and ledger.within_ceiling(share, job):

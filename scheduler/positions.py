@@ -25,7 +25,12 @@ class QueueNumbering:
         round_sizes = list(accumulate(reversed(ending_at)))[::-1]  # shares with a k-th job
         self.round_start = list(accumulate(round_sizes, initial=1))
 
-    def position(self, rank_index: int, position_in_share: int) -> int:
+    def position(self, rank_index: int, position_in_share: int) -> int | None:
+        """None when the share holds fewer jobs than `position_in_share` (a stale read)."""
+        if not 0 <= rank_index < len(self.counts) or not (
+            1 <= position_in_share <= self.counts[rank_index]
+        ):
+            return None
         k = position_in_share - 1
         earlier = sum(1 for count in self.counts[:rank_index] if count > k)
         return self.round_start[k] + earlier

@@ -21,7 +21,9 @@ class ShareQueue:
     """The runnable jobs of one share during one tick.
 
     `head` is the first job the share would start: the first one not taken this tick, skipping
-    jobs on a unit the share has no limit for (they can never start, so they block nobody).
+    jobs that can never start in the share (a unit it has no limit for, or more instances than
+    its limit plus borrow ceiling: limits can be lowered after a job is submitted), so they
+    block nobody.
     With STRICT ordering the planner only ever looks at the head. With BEST_EFFORT, once the
     head cannot start, `cursor` walks past it to later jobs that may start without preempting.
     """
@@ -54,7 +56,7 @@ class ShareQueue:
 
     def _startable(self, index: int) -> bool:
         job = self.entries[index][3]
-        return job.id not in self.taken and self.share.limit(job.unit) > 0
+        return job.id not in self.taken and self.share.could_ever_hold(job)
 
     def _settle(self) -> None:
         entries = self.entries

@@ -13,6 +13,20 @@ from scheduler.model import UNLIMITED_BORROW, Share, Strategy
 MAX_CAPACITY_LIMITS = 5
 MAX_SHARES_PER_QUEUE = 20
 MIN_PRIORITY, MAX_PRIORITY = 0, 9999
+# Bounds on counts a person types, so every interface refuses 2**31 with a message instead of
+# an integer overflow in the database (AWS accepts no fleet or percentage near these either).
+MAX_INSTANCES = 1_000_000
+MAX_BORROW_LIMIT = 1_000_000
+
+
+def instance_count_error(value: object, minimum: int) -> str | None:
+    if (
+        not isinstance(value, int)
+        or isinstance(value, bool)
+        or not minimum <= value <= MAX_INSTANCES
+    ):
+        return f"max_capacity must be a whole number from {minimum} to {MAX_INSTANCES:,}"
+    return None
 
 
 def share_config_errors(
@@ -26,21 +40,24 @@ def share_config_errors(
             f"got {len(limits)}"
         )
     else:
-        bad = [
-            u for u, n in limits.items() if not isinstance(n, int) or isinstance(n, bool) or n < 1
-        ]
+        bad = [u for u, n in limits.items() if instance_count_error(n, 1)]
         if bad:
             errors["capacity_limits"] = (
-                f"max_capacity must be a whole number of at least 1 (check {', '.join(bad)})"
+                f"{instance_count_error(None, 1)} (check {', '.join(map(str, bad))})"
             )
     if strategy not in Strategy.__members__:
         errors["sharing_strategy"] = (
             f"sharing_strategy must be one of {', '.join(Strategy)}, got {strategy!r}"
         )
     elif borrow_limit is not None:
-        if not isinstance(borrow_limit, int) or isinstance(borrow_limit, bool) or borrow_limit < -1:
+        if (
+            not isinstance(borrow_limit, int)
+            or isinstance(borrow_limit, bool)
+            or not -1 <= borrow_limit <= MAX_BORROW_LIMIT
+        ):
             errors["borrow_limit"] = (
-                "borrow_limit must be a whole number of at least -1 (-1 means unlimited)"
+                f"borrow_limit must be a whole number from -1 to {MAX_BORROW_LIMIT:,} "
+                "(a percentage; -1 means unlimited)"
             )
         elif strategy != Strategy.LEND_AND_BORROW and borrow_limit != UNLIMITED_BORROW:
             errors["borrow_limit"] = "borrow_limit applies only to the LEND_AND_BORROW strategy"

@@ -1,11 +1,13 @@
 """The agent protocol: register, heartbeat (answered with what should run), report.
 
-Agents authenticate with `Authorization: Agent <token>`; a token belongs to one LOCAL
-service environment (`manage.py create_agent_token ENV` or the REST endpoint).
+Agents authenticate with `Authorization: Agent <token>`; a token is one agent identity: it
+belongs to one LOCAL service environment and speaks for one host name
+(`manage.py agent_tokens create ENV [--host NAME]`, the hosts page or the REST endpoint).
 """
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import serializers
@@ -16,6 +18,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from quotaportal.hosts import services
+from quotaportal.hosts.models import AgentToken
 
 
 class AgentTokenAuthentication(BaseAuthentication):
@@ -27,10 +30,10 @@ class AgentTokenAuthentication(BaseAuthentication):
             return None
         if len(parts) != 2:
             raise AuthenticationFailed("use 'Authorization: Agent <token>'")
-        env = services.environment_for_token(parts[1].decode(errors="replace"))
-        if env is None:
+        token = services.token_for(parts[1].decode(errors="replace"))
+        if token is None:
             raise AuthenticationFailed("invalid or revoked agent token")
-        return AnonymousUser(), env
+        return AnonymousUser(), token
 
     def authenticate_header(self, request):
         return "Agent"
@@ -38,7 +41,7 @@ class AgentTokenAuthentication(BaseAuthentication):
 
 class IsAgent(BasePermission):
     def has_permission(self, request, view):
-        return request.auth is not None and not isinstance(request.auth, str)
+        return isinstance(request.auth, AgentToken)
 
 
 class RegisterSerializer(serializers.Serializer):
@@ -64,6 +67,7 @@ class ReportSerializer(serializers.Serializer):
     output_tail = serializers.CharField(
         required=False, allow_blank=True, max_length=20_000, trim_whitespace=False
     )
+    reason = serializers.CharField(required=False, allow_blank=True, max_length=1000)
 
 
 class AgentView(APIView):
@@ -88,6 +92,7 @@ class RegisterView(AgentView):
                 "slots": host.slots,
                 "state": host.state,
                 "capacity_unit": host.capacity_unit.name,
+                "lease_seconds": settings.QP_HOST_TIMEOUT,
             }
         )
 
@@ -96,9 +101,7 @@ class HeartbeatView(AgentView):
     serializer_class = HeartbeatSerializer
 
     def post(self, request):
-        return Response(
-            {"placements": services.heartbeat(request.auth, self.parsed(request)["name"])}
-        )
+        return Response(services.heartbeat(request.auth, self.parsed(request)["name"]))
 
 
 class ReportView(AgentView):

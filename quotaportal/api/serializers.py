@@ -19,6 +19,9 @@ from quotaportal.quotas.models import (
     Strategy,
     Team,
 )
+from quotaportal.quotas.permissions import can_read_output
+from quotaportal.quotas.services.jobs import MAX_COMMAND_BYTES, MAX_TAG_VALUE
+from scheduler.validation import MAX_BORROW_LIMIT, MAX_INSTANCES
 
 
 class NamedRef(serializers.SlugRelatedField):
@@ -50,7 +53,7 @@ def no_nul_characters(value) -> None:
 
 class CapacityLimitSerializer(serializers.Serializer):
     capacity_unit = serializers.CharField(max_length=64)
-    max_capacity = serializers.IntegerField(min_value=0)
+    max_capacity = serializers.IntegerField(min_value=0, max_value=MAX_INSTANCES)
 
 
 def limits_to_dict(items: list[dict]) -> dict[str, int]:
@@ -102,12 +105,23 @@ class ServiceEnvironmentSerializer(serializers.ModelSerializer):
         return data
 
 
+class TimeLimitActionSerializer(serializers.Serializer):
+    reason = serializers.CharField(max_length=256)
+    state = serializers.ChoiceField(choices=["RUNNABLE"], default="RUNNABLE")
+    max_time_seconds = serializers.IntegerField(min_value=600, max_value=86_400)
+    action = serializers.ChoiceField(choices=["TERMINATE"], default="TERMINATE")
+
+
 class JobQueueSerializer(serializers.ModelSerializer):
     scheduling_policy = NamedRef(queryset=SchedulingPolicy.objects.all())
     service_environment = NamedRef(queryset=ServiceEnvironment.objects.all())
     ordering = serializers.ChoiceField(choices=Ordering.choices, default=Ordering.STRICT)
     state = serializers.ChoiceField(choices=State.choices, default=State.ENABLED)
     priority = serializers.IntegerField(min_value=0, max_value=1000, default=1)
+    preemption_grace_seconds = serializers.IntegerField(
+        min_value=0, max_value=86_400, required=False
+    )
+    job_state_time_limit_actions = TimeLimitActionSerializer(many=True, required=False)
 
     class Meta:
         model = JobQueue
@@ -119,6 +133,7 @@ class JobQueueSerializer(serializers.ModelSerializer):
             "service_environment",
             "ordering",
             "preemption_grace_seconds",
+            "job_state_time_limit_actions",
         ]
 
 
@@ -127,7 +142,9 @@ class QuotaShareSerializer(serializers.ModelSerializer):
     team = NamedRef(queryset=Team.objects.all())
     capacity_limits = CapacityLimitSerializer(many=True)
     sharing_strategy = serializers.ChoiceField(choices=Strategy.choices)
-    borrow_limit = serializers.IntegerField(min_value=-1, required=False, allow_null=True)
+    borrow_limit = serializers.IntegerField(
+        min_value=-1, max_value=MAX_BORROW_LIMIT, required=False, allow_null=True
+    )
     state = serializers.ChoiceField(choices=State.choices, default=State.ENABLED)
 
     class Meta:
@@ -162,7 +179,9 @@ class PlacementSerializer(serializers.Serializer):
     rank = serializers.IntegerField()
     gpu_indices = serializers.ListField(child=serializers.IntegerField())
     exit_code = serializers.IntegerField(allow_null=True)
-    output_tail = serializers.CharField()
+    output_tail = serializers.CharField(
+        allow_null=True, help_text="null unless you are on the job's team or an admin"
+    )
 
 
 class AttemptSerializer(serializers.ModelSerializer):
@@ -245,7 +264,12 @@ class JobSerializer(serializers.ModelSerializer):
     client_token = serializers.CharField(
         min_length=1, max_length=64, required=False, allow_null=True
     )
-    tags = serializers.DictField(child=serializers.CharField(max_length=256), required=False)
+    tags = serializers.DictField(
+        child=serializers.CharField(max_length=MAX_TAG_VALUE, allow_blank=True), required=False
+    )
+    command = serializers.CharField(
+        max_length=MAX_COMMAND_BYTES, required=False, allow_blank=True, trim_whitespace=False
+    )
     service_request_payload = serializers.JSONField(
         required=False, allow_null=True, validators=[no_nul_characters]
     )
@@ -258,6 +282,15 @@ class JobSerializer(serializers.ModelSerializer):
         validators = []  # client_token reuse is idempotency, handled by the service
         fields = [*JOB_INPUT_FIELDS, *JOB_STATE_FIELDS]
         read_only_fields = JOB_STATE_FIELDS
+
+    def to_representation(self, instance):
+        data = super().to_representation(instance)
+        request = self.context.get("request")
+        if request is not None and not can_read_output(request.user, instance):
+            for attempt in data.get("attempts", []):
+                for placement in attempt["placements"]:
+                    placement["output_tail"] = None
+        return data
 
     def _position(self, job, index: int) -> int | None:
         # Lists pass the whole page's positions in the context (three queries in all).
@@ -272,6 +305,23 @@ class JobSerializer(serializers.ModelSerializer):
 
     def get_position_in_queue(self, job) -> int | None:
         return self._position(job, 1)
+
+
+class AgentTokenRequestSerializer(serializers.Serializer):
+    host_name = serializers.CharField(max_length=128, required=False, allow_blank=True)
+
+
+class AgentTokenSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    service_environment = serializers.CharField(source="environment.name")
+    prefix = serializers.CharField(help_text="the token's first characters, to tell it apart")
+    host_name = serializers.CharField(help_text="the host it speaks for; empty until it binds")
+    hosts = serializers.ListField(
+        child=serializers.CharField(), source="host_names", read_only=True
+    )
+    created_at = serializers.DateTimeField()
+    revoked = serializers.BooleanField()
+    revoked_at = serializers.DateTimeField(allow_null=True)
 
 
 class PriorityUpdateSerializer(serializers.Serializer):

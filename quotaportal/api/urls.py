@@ -16,6 +16,7 @@ router.register("job-queues", views.JobQueueViewSet, basename="job-queue")
 router.register("quota-shares", views.QuotaShareViewSet, basename="quota-share")
 router.register("jobs", views.JobViewSet, basename="job")
 router.register("hosts", views.HostViewSet, basename="host")
+router.register("agent-tokens", views.AgentTokenViewSet, basename="agent-token")
 
 urlpatterns = [
     path("agent/register/", agent.RegisterView.as_view(), name="agent-register"),

@@ -9,7 +9,7 @@ from rest_framework.response import Response
 
 from quotaportal.api import serializers as s
 from quotaportal.hosts import services as host_services
-from quotaportal.hosts.models import GpuHost
+from quotaportal.hosts.models import AgentToken, GpuHost
 from quotaportal.quotas import selectors, services
 from quotaportal.quotas.models import (
     CapacityUnit,
@@ -107,11 +107,19 @@ class ServiceEnvironmentViewSet(mixins.UpdateModelMixin, NamedViewSet):
         )
         return Response(self.get_serializer(self.get_object()).data)
 
-    @extend_schema(request=None, responses={201: dict})
+    @extend_schema(request=s.AgentTokenRequestSerializer, responses={201: dict})
     @action(detail=True, methods=["post"], url_path="agent-token")
     def agent_token(self, request, name=None):
-        """Admins: a new token for agents joining this LOCAL environment (shown once)."""
-        token = host_services.create_agent_token(request.user, self.get_object())
+        """Admins: a new agent token for one host of this LOCAL environment (shown once).
+
+        With `host_name` it serves only that host; without, it binds to the first host name
+        that registers with it.
+        """
+        serializer = s.AgentTokenRequestSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        token = host_services.create_agent_token(
+            request.user, self.get_object(), serializer.validated_data.get("host_name", "")
+        )
         return Response({"token": token}, status=status.HTTP_201_CREATED)
 
 
@@ -291,7 +299,26 @@ class HostStateSerializer(serializers.Serializer):
     state = serializers.ChoiceField(choices=["READY", "DRAINING"])
 
 
-class HostViewSet(viewsets.ReadOnlyModelViewSet):
+class AgentTokenViewSet(viewsets.ReadOnlyModelViewSet):
+    """Admins: agent tokens (never the secret itself) and their revocation."""
+
+    serializer_class = s.AgentTokenSerializer
+    lookup_value_regex = r"\d+"
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):  # schema generation: no user to check
+            return AgentToken.objects.none()
+        return host_services.agent_tokens(self.request.user)
+
+    @extend_schema(request=None, responses=s.AgentTokenSerializer)
+    @action(detail=True, methods=["post"])
+    def revoke(self, request, pk=None):
+        """The token stops working now; its hosts go LOST and their jobs fail over."""
+        token = host_services.revoke_agent_token(request.user, self.get_object())
+        return Response(self.get_serializer(token).data)
+
+
+class HostViewSet(mixins.DestroyModelMixin, viewsets.ReadOnlyModelViewSet):
     queryset = GpuHost.objects.select_related("service_environment", "capacity_unit").order_by(
         "name"
     )
@@ -309,3 +336,15 @@ class HostViewSet(viewsets.ReadOnlyModelViewSet):
             request.user, self.get_object(), serializer.validated_data["state"]
         )
         return Response(self.get_serializer(host).data)
+
+    @extend_schema(request=None, responses=HostSerializer)
+    @action(detail=True, methods=["post"])
+    def release(self, request, name=None):
+        """Admins: free the host's name for another agent token (the host goes LOST)."""
+        host = host_services.release_host(request.user, self.get_object())
+        return Response(self.get_serializer(host).data)
+
+    def destroy(self, request, *args, **kwargs):
+        """Admins delete a LOST host (409 otherwise)."""
+        host_services.delete_host(request.user, self.get_object())
+        return Response(status=status.HTTP_204_NO_CONTENT)

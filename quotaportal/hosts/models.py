@@ -29,6 +29,11 @@ class GpuHost(models.Model):
     gpu_indices = models.JSONField(default=list, blank=True)
     state = models.CharField(max_length=8, choices=HostState.choices, default=HostState.READY)
     last_heartbeat = models.DateTimeField(null=True, blank=True)
+    # The agent identity that owns this name: only its token may heartbeat and report for
+    # the host, until an admin releases the host or revokes the token.
+    agent_token = models.ForeignKey(
+        "AgentToken", null=True, blank=True, on_delete=models.SET_NULL, related_name="hosts"
+    )
 
     class Meta:
         constraints = [
@@ -42,14 +47,29 @@ class GpuHost(models.Model):
 
 
 class AgentToken(models.Model):
-    """Lets agents join a LOCAL environment. Only a SHA-256 of the token is stored."""
+    """One agent identity: lets one host join a LOCAL environment. Only a SHA-256 is stored.
+
+    A token made for a host name serves only that name; one made without binds to the first
+    name it registers. Either way one token speaks for one host.
+    """
 
     environment = models.ForeignKey(
         "quotas.ServiceEnvironment", on_delete=models.CASCADE, related_name="agent_tokens"
     )
     key_hash = models.CharField(max_length=64, unique=True)
+    prefix = models.CharField(max_length=8, blank=True)  # to tell tokens apart in lists
+    host_name = models.CharField(max_length=128, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     revoked = models.BooleanField(default=False)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.host_name or 'unbound'})"
+
+    @property
+    def host_names(self) -> list[str]:
+        return sorted(host.name for host in self.hosts.all())
 
 
 class Placement(models.Model):

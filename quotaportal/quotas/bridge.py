@@ -75,7 +75,12 @@ def environment_limits(env: ServiceEnvironment) -> dict[str, int]:
 
 
 def capacity_of(queue: JobQueue) -> dict[str, int]:
-    """C(u): the environment's max_capacity, for LOCAL no more than its READY hosts' slots."""
+    """C(u) for this queue: the environment's max_capacity (for LOCAL no more than its READY
+    hosts' slots) less what the environment's other queues' dispatched jobs hold.
+
+    Queues share an environment without preempting each other: the tick serves them in
+    priority order, so a lower queue sees what the higher ones leave.
+    """
     env = queue.service_environment
     limits = environment_limits(env)
     if env.state != State.ENABLED or queue.state != State.ENABLED:
@@ -88,8 +93,14 @@ def capacity_of(queue: JobQueue) -> dict[str, int]:
             .values_list("capacity_unit__name")
             .annotate(total=Sum("slots"))
         )
-        return {unit: min(count, slots.get(unit, 0)) for unit, count in limits.items()}
-    return limits
+        limits = {unit: min(count, slots.get(unit, 0)) for unit, count in limits.items()}
+    held = dict(
+        Job.objects.filter(job_queue__service_environment=env, status__in=DISPATCHED)
+        .exclude(job_queue=queue)
+        .values_list("capacity_unit__name")
+        .annotate(total=Sum("quantity"))
+    )
+    return {unit: max(0, count - held.get(unit, 0)) for unit, count in limits.items()}
 
 
 def timestamp(value: datetime | None) -> float | None:

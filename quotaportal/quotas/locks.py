@@ -5,12 +5,14 @@ from __future__ import annotations
 from django.db import connection
 
 ADVISORY_LOCKS = {
-    "queue_tick": 80_401,  # (namespace, job_queue.id): one tick of a queue at a time
+    # (namespace, service_environment.id): one tick of an environment's queues at a time, so
+    # queues sharing its capacity never plan against the same free instances.
+    "environment_tick": 80_402,
 }
 
 
-def try_lock_queue(queue_id: int) -> bool:
-    """Take the queue's tick lock for the current transaction; False when another tick holds it.
+def try_lock_environment(environment_id: int) -> bool:
+    """Take the environment's tick lock for this transaction; False when another tick holds it.
 
     SQLite has no advisory locks; it serializes writers itself, and the embedded mode runs a
     single scheduler loop, so the lock is a no-op there.
@@ -19,6 +21,7 @@ def try_lock_queue(queue_id: int) -> bool:
         return True
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT pg_try_advisory_xact_lock(%s, %s)", [ADVISORY_LOCKS["queue_tick"], queue_id]
+            "SELECT pg_try_advisory_xact_lock(%s, %s)",
+            [ADVISORY_LOCKS["environment_tick"], environment_id],
         )
         return bool(cursor.fetchone()[0])

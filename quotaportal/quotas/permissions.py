@@ -43,6 +43,12 @@ def can_change_job(user, job) -> bool:
     return (share is not None and share.team_id in team_ids(user)) or job.submitted_by_id == user.id
 
 
+def can_read_output(user, job) -> bool:
+    """A job's output may hold its team's data: only that team, its submitter and admins read it
+    (everyone else still sees its status and why it waits)."""
+    return can_change_job(user, job)
+
+
 def require_job_access(user, job) -> None:
     if not can_change_job(user, job):
         raise Forbidden("this job belongs to another team")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from django.db.models import Count, F, OuterRef, Q, Subquery, Sum, Window
-from django.db.models.functions import Coalesce, RowNumber
+from django.db.models import Count, F, Max, OuterRef, Q, Subquery, Sum, Window
+from django.db.models.functions import Coalesce, Greatest, RowNumber
 
 from quotaportal.quotas import bridge
 from quotaportal.quotas.models import (
@@ -95,6 +95,19 @@ def _ahead_in_share():
     )
 
 
+def heads_waiting_since(queue: JobQueue, cutoff):
+    """RUNNABLE jobs that head their share and have waited since before `cutoff` (since they
+    were submitted, or since their last attempt stopped)."""
+    last_stop = Max("attempts__stopped_at")
+    return (
+        Job.objects.filter(job_queue=queue, status=JobStatus.RUNNABLE, quota_share__isnull=False)
+        .annotate(waiting_since=Greatest("created_at", Coalesce(last_stop, "created_at")))
+        .filter(waiting_since__lte=cutoff)
+        .annotate(ahead=_ahead_in_share())
+        .filter(ahead=0)
+    )
+
+
 def _numberings(queue_ids) -> dict[int, tuple[QueueNumbering, dict[int, int]]]:
     """Per queue: the numbering of its RUNNABLE jobs and each share's index in rank order."""
     counts = dict(
@@ -121,21 +134,30 @@ def _numberings(queue_ids) -> dict[int, tuple[QueueNumbering, dict[int, int]]]:
 
 
 def job_positions(jobs) -> dict:
-    """job id -> (position_in_share, position_in_queue) for the RUNNABLE ones, in 3 queries."""
+    """job id -> (position_in_share, position_in_queue) for the RUNNABLE ones, in 3 queries.
+
+    The scheduler runs beside every read: a job may start (or others may) between the page's
+    query and these. A job that is no longer RUNNABLE, or whose place the counts no longer
+    hold, has no position in this answer rather than a wrong one or an error.
+    """
     runnable = [j for j in jobs if j.status == JobStatus.RUNNABLE and j.quota_share_id]
     if not runnable:
         return {}
     ahead = dict(
-        Job.objects.filter(pk__in=[j.pk for j in runnable])
+        Job.objects.filter(pk__in=[j.pk for j in runnable], status=JobStatus.RUNNABLE)
         .annotate(ahead=_ahead_in_share())
         .values_list("pk", "ahead")
     )
     numberings = _numberings({j.job_queue_id for j in runnable})
     positions = {}
     for job in runnable:
+        numbering, rank = numberings.get(job.job_queue_id, (None, {}))
+        if job.pk not in ahead or job.quota_share_id not in rank:
+            continue
         in_share = ahead[job.pk] + 1
-        numbering, rank = numberings[job.job_queue_id]
-        positions[job.pk] = (in_share, numbering.position(rank[job.quota_share_id], in_share))
+        in_queue = numbering.position(rank[job.quota_share_id], in_share)
+        if in_queue is not None:
+            positions[job.pk] = (in_share, in_queue)
     return positions
 
 
@@ -162,11 +184,13 @@ def queue_snapshot(queue: JobQueue, front: int = 100) -> dict:
     )
     numbering, rank = _numberings([queue.id]).get(queue.id, (None, {}))
     for row in leading:
-        row["position_in_queue"] = numbering.position(
-            rank[row.pop("quota_share_id")], row["in_share"]
+        share_index = rank.get(row.pop("quota_share_id"))
+        # A share emptied since the first read has no numbering: such rows sort last.
+        row["position_in_queue"] = (
+            numbering.position(share_index, row["in_share"]) if share_index is not None else None
         )
         row["position_in_share"] = row.pop("in_share")
-    leading.sort(key=lambda row: row["position_in_queue"])
+    leading.sort(key=lambda row: (row["position_in_queue"] is None, row["position_in_queue"] or 0))
     last_run = queue.scheduler_runs.filter(skipped=False).first()
     return {
         "job_queue": queue.name,

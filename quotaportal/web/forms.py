@@ -7,6 +7,8 @@ from django import forms
 from quotaportal.quotas.errors import ServiceError
 from quotaportal.quotas.models import CapacityUnit, JobQueue, QuotaShare, State, Strategy, Team
 from quotaportal.quotas.permissions import is_platform_admin, team_ids
+from quotaportal.quotas.services.jobs import MAX_COMMAND_BYTES
+from scheduler.validation import MAX_BORROW_LIMIT
 
 LIMIT_ROWS = 5
 
@@ -30,7 +32,7 @@ class JobSubmitForm(forms.Form):
         help_text="Instance type or GPU model.",
     )
     quantity = forms.IntegerField(
-        min_value=1, initial=1, help_text="Instances; all must fit at once."
+        min_value=1, max_value=100_000, initial=1, help_text="Instances; all must fit at once."
     )
     scheduling_priority = forms.IntegerField(
         min_value=0,
@@ -40,15 +42,23 @@ class JobSubmitForm(forms.Form):
     )
     command = forms.CharField(
         required=False,
+        max_length=MAX_COMMAND_BYTES,
+        strip=False,
         widget=forms.Textarea(attrs={"rows": 2}),
         help_text="Run on the GPU host (LOCAL environments).",
     )
     retry_attempts = forms.IntegerField(min_value=1, max_value=10, initial=1)
     preemption_retries_before_termination = forms.IntegerField(
-        min_value=0, required=False, help_text="Leave empty to requeue after every preemption."
+        min_value=0,
+        max_value=1_000_000,
+        required=False,
+        help_text="Leave empty to requeue after every preemption.",
     )
     simulated_duration_seconds = forms.FloatField(
-        min_value=0, required=False, help_text="SIMULATED environments: how long the job runs."
+        min_value=0,
+        max_value=10_000_000,
+        required=False,
+        help_text="SIMULATED environments: how long the job runs.",
     )
 
     def __init__(self, *args, user, **kwargs):
@@ -84,6 +94,7 @@ class ShareForm(forms.Form):
     borrow_limit = forms.IntegerField(
         required=False,
         min_value=-1,
+        max_value=MAX_BORROW_LIMIT,
         label="Borrow limit (%)",
         help_text="LEND_AND_BORROW only: extra capacity as a % of each limit; empty = no cap.",
     )

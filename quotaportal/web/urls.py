@@ -21,6 +21,9 @@ urlpatterns = [
     path("shares/<int:pk>/delete/", shares.share_delete, name="share-delete"),
     path("hosts/", pages.host_list, name="host-list"),
     path("hosts/<int:pk>/state/", pages.host_state, name="host-state"),
+    path("hosts/<int:pk>/release/", pages.host_release, name="host-release"),
+    path("hosts/<int:pk>/delete/", pages.host_delete, name="host-delete"),
+    path("agent-tokens/<int:pk>/revoke/", pages.agent_token_revoke, name="agent-token-revoke"),
     path("environments/<int:pk>/agent-token/", pages.agent_token, name="agent-token"),
     path("audit/", pages.audit_log, name="audit-log"),
 ]

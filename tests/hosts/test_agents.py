@@ -44,13 +44,19 @@ class Fleet:
         )
         add_share(people.admin, self.queue, "a", "vision", 2, "LEND_AND_BORROW", unit="gpu1")
         add_share(people.admin, self.queue, "b", "nlp", 2, "LEND", unit="gpu1")
-        self.token = host_services.create_agent_token(people.admin, self.env)
+        self.tokens: dict[str, str] = {}
         self.url, self.tmp = live_server.url, tmp_path
         self.agents: dict[str, subprocess.Popen] = {}
         self.admin = people.admin
 
-    def start_agent(self, name: str, gpus: int = 2) -> None:
-        log = open(self.tmp / f"{name}.log", "w")  # noqa: SIM115 - closed with the process
+    def token_for(self, name: str) -> str:
+        """One agent identity per host, as an admin hands them out."""
+        if name not in self.tokens:
+            self.tokens[name] = host_services.create_agent_token(self.admin, self.env, name)
+        return self.tokens[name]
+
+    def start_agent(self, name: str, gpus: int = 2, *extra: str) -> None:
+        log = open(self.tmp / f"{name}.log", "a")  # noqa: SIM115 - closed with the process
         self.agents[name] = subprocess.Popen(
             [
                 sys.executable,
@@ -58,8 +64,6 @@ class Fleet:
                 "quotaportal.hosts.agent",
                 "--server",
                 self.url,
-                "--token",
-                self.token,
                 "--name",
                 name,
                 "--simulate",
@@ -72,9 +76,11 @@ class Fleet:
                 "1",
                 "--work-dir",
                 str(self.work_dir(name)),
+                *extra,
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
+            env={**os.environ, "QP_AGENT_TOKEN": self.token_for(name)},
         )
         wait_until(
             lambda: GpuHost.objects.filter(name=name, state="READY").exists(),

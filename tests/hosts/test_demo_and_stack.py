@@ -123,26 +123,25 @@ def test_every_compose_command_exists_in_the_project(repo):
         assert "healthcheck" in compose["services"][service], f"{service} has a health check"
 
 
-def test_the_agent_says_to_simulate_when_there_are_no_gpus(capsys):
-    assert (
-        agent_main(["--server", "http://127.0.0.1:9", "--token", "t", "--capacity-unit", "a100"])
-        == 2
-    )
+def test_the_agent_says_to_simulate_when_there_are_no_gpus(capsys, monkeypatch):
+    monkeypatch.setenv("QP_AGENT_TOKEN", "t")
+    assert agent_main(["--server", "http://127.0.0.1:9", "--capacity-unit", "a100"]) == 2
     assert "--simulate N" in capsys.readouterr().err
 
 
-def test_the_agent_reports_an_unreachable_server(capsys):
+def test_the_agent_reports_an_unreachable_server(capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("QP_AGENT_TOKEN", "t")
     port = free_port()
     code = agent_main(
         [
             "--server",
             f"http://127.0.0.1:{port}",
-            "--token",
-            "t",
             "--capacity-unit",
             "a100",
             "--simulate",
             "1",
+            "--work-dir",
+            str(tmp_path),
         ]
     )
     assert code == 3
@@ -150,13 +149,12 @@ def test_the_agent_reports_an_unreachable_server(capsys):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_agent_refuses_a_bad_token(live_server, capsys, tmp_path):
+def test_the_agent_refuses_a_bad_token(live_server, capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("QP_AGENT_TOKEN", "wrong")
     code = agent_main(
         [
             "--server",
             live_server.url,
-            "--token",
-            "wrong",
             "--capacity-unit",
             "a100",
             "--simulate",

@@ -39,7 +39,7 @@ def test_a_scientist_cannot_create_change_or_delete_shares(people, fleet):
     ("fields", "field", "message"),
     [
         ({"capacity_limits": {}}, "capacity_limits", "between 1 and 5"),
-        ({"capacity_limits": {"a100": 0}}, "capacity_limits", "at least 1"),
+        ({"capacity_limits": {"a100": 0}}, "capacity_limits", "from 1 to 1,000,000"),
         ({"capacity_limits": {"tpu": 1}}, "capacity_limits", "unknown capacity unit(s): tpu"),
         (
             {"sharing_strategy": "LEND", "borrow_limit": 50},
@@ -49,7 +49,7 @@ def test_a_scientist_cannot_create_change_or_delete_shares(people, fleet):
         (
             {"sharing_strategy": "LEND_AND_BORROW", "borrow_limit": -3},
             "borrow_limit",
-            "at least -1",
+            "from -1 to 1,000,000",
         ),
         ({"sharing_strategy": "SHARE"}, "sharing_strategy", "must be one of"),
         ({"state": "PAUSED"}, "state", "ENABLED or DISABLED"),

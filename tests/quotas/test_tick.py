@@ -61,7 +61,7 @@ def test_a_tick_is_skipped_while_another_holds_the_queue_lock(people, fleet):
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute(
                 "SELECT pg_advisory_xact_lock(%s, %s)",
-                [ADVISORY_LOCKS["queue_tick"], fleet.queue.id],
+                [ADVISORY_LOCKS["environment_tick"], fleet.env.id],
             )
             held.set()
             release.wait(10)

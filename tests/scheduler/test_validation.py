@@ -40,9 +40,9 @@ def test_valid_share_settings_have_no_errors():
     [
         ({}, "LEND", None, "capacity_limits", "between 1 and 5"),
         ({f"u{i}": 1 for i in range(6)}, "LEND", None, "capacity_limits", "got 6"),
-        ({"gpu": 0}, "LEND", None, "capacity_limits", "at least 1 (check gpu)"),
+        ({"gpu": 0}, "LEND", None, "capacity_limits", "from 1 to 1,000,000 (check gpu)"),
         ({"gpu": 1}, "SHARE", None, "sharing_strategy", "must be one of RESERVE, LEND"),
-        ({"gpu": 1}, "LEND_AND_BORROW", -2, "borrow_limit", "at least -1"),
+        ({"gpu": 1}, "LEND_AND_BORROW", -2, "borrow_limit", "from -1 to 1,000,000"),
         ({"gpu": 1}, "RESERVE", 100, "borrow_limit", "only to the LEND_AND_BORROW"),
     ],
 )

@@ -88,7 +88,9 @@ def test_admin_creates_a_share_in_the_browser(browser, live_server, small_fleet)
     page.get_by_label("Capacity unit 1").select_option("a100")
     page.get_by_label("Max capacity 1").fill("0")
     page.get_by_role("button", name="Save").click()
-    expect(page.get_by_role("alert").first).to_contain_text("at least 1")  # shown next to the table
+    expect(page.get_by_role("alert").first).to_contain_text(
+        "from 1 to 1,000,000"
+    )  # next to the table
     shot(page, "share-editor")
     page.get_by_label("Max capacity 1").fill("1")
     page.get_by_role("button", name="Save").click()

@@ -213,7 +213,7 @@ def test_admin_creates_edits_disables_and_deletes_a_share(browser_as, people, fl
         ({"limit_max_1": ""}, "give both a unit and a max capacity"),
         ({"borrow_limit": 50}, "borrow_limit applies only to the LEND_AND_BORROW strategy"),
         ({"name": "vision"}, "already exists in job queue gpu"),
-        ({"limit_max_1": 0}, "at least 1"),
+        ({"limit_max_1": 0}, "from 1 to 1,000,000"),
     ],
 )
 def test_share_form_errors_appear_inline(browser_as, people, fleet, change, message):
@@ -258,13 +258,21 @@ def test_admins_create_agent_tokens_and_drain_hosts_from_the_hosts_page(browser_
     env = services.create_service_environment(
         people.admin, name="local", backend="LOCAL", capacity_limits={"a100": 4}
     )
-    host = host_services.register_host(env, name="gpu-box", capacity_unit="a100", gpus=[0, 1])
+    first = host_services.token_for(host_services.create_agent_token(people.admin, env))
+    host = host_services.register_host(first, name="gpu-box", capacity_unit="a100", gpus=[0, 1])
     admin, alice = browser_as(people.admin), browser_as(people.alice)
     assert "New agent token for local" in admin.get("/hosts/").content.decode()
     assert "New agent token" not in alice.get("/hosts/").content.decode()
-    page = admin.post(f"/environments/{env.pk}/agent-token/").content.decode()
-    token = re.search(r"--token (\S+)", page).group(1)
-    assert host_services.environment_for_token(token) == ServiceEnvironment.objects.get(pk=env.pk)
+    page = admin.post(f"/environments/{env.pk}/agent-token/", {"host_name": "gpu-2"})
+    page = page.content.decode()
+    token = re.search(r"echo &#x27;(\S+)&#x27; &gt;", page).group(1)
+    assert "--token-file" in page
+    assert token not in page.split("quotaportal-agent", 1)[1]
+    made = host_services.token_for(token)
+    assert (made.environment, made.host_name) == (
+        ServiceEnvironment.objects.get(pk=env.pk),
+        "gpu-2",
+    )
     assert alice.post(f"/environments/{env.pk}/agent-token/").status_code == 403
     assert alice.post(f"/hosts/{host.pk}/state/", {"state": "DRAINING"}).status_code == 403
     admin.post(f"/hosts/{host.pk}/state/", {"state": "DRAINING"})

@@ -1,9 +1,14 @@
-"""quotaportal-agent --server URL --token TOKEN [--name NAME] [--simulate N --capacity-unit UNIT]"""
+"""quotaportal-agent --server URL --capacity-unit UNIT [--token-file FILE] [--name NAME] ...
+
+The token comes from QP_AGENT_TOKEN or --token-file, never from the command line, which every
+process on the host can read (/proc/PID/cmdline).
+"""
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import socket
 import sys
@@ -13,6 +18,9 @@ from pathlib import Path
 from quotaportal.hosts.agent.agent import Agent
 from quotaportal.hosts.agent.client import AgentError, AuthError, Client, Unreachable
 from quotaportal.hosts.agent.gpus import detect_gpus
+from quotaportal.hosts.agent.runner import ENV_ALLOWLIST, JobUser
+
+TOKEN_VARIABLE = "QP_AGENT_TOKEN"
 
 
 def parse(argv):
@@ -21,7 +29,24 @@ def parse(argv):
     )
     parser.add_argument("--server", required=True, help="the portal's URL, e.g. http://portal:8000")
     parser.add_argument(
-        "--token", required=True, help="agent token of a LOCAL environment (admins create one)"
+        "--token-file",
+        type=Path,
+        help=f"file holding the agent token (default: the {TOKEN_VARIABLE} environment variable);"
+        " keep it readable only by the agent's user",
+    )
+    parser.add_argument(
+        "--run-as",
+        metavar="USER",
+        help="run jobs as this user (the agent must run as root); then jobs cannot read the"
+        " token file or the agent's environment",
+    )
+    parser.add_argument(
+        "--pass-env",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also give jobs this variable of the agent's environment "
+        f"(always given: {', '.join(ENV_ALLOWLIST)})",
     )
     parser.add_argument(
         "--name", default=socket.gethostname(), help="host name (default: this machine's)"
@@ -49,9 +74,40 @@ def parse(argv):
     return parser.parse_args(argv)
 
 
+def read_token(token_file: Path | None) -> tuple[str, str]:
+    """(token, error): from the file if given, else from the environment variable."""
+    if token_file is not None:
+        try:
+            token = token_file.read_text().strip()
+        except OSError as err:
+            return "", f"cannot read --token-file {token_file}: {err.strerror}"
+        return (token, "") if token else ("", f"--token-file {token_file} is empty")
+    token = os.environ.pop(TOKEN_VARIABLE, "").strip()
+    if not token:
+        return "", f"no agent token: set {TOKEN_VARIABLE} or pass --token-file FILE"
+    return token, ""
+
+
+def job_user(name: str | None) -> tuple[JobUser | None, str]:
+    if not name:
+        return JobUser(), ""
+    try:
+        user = JobUser.named(name)
+    except KeyError:
+        return None, f"--run-as: no user named {name} on this host"
+    if os.geteuid() != 0:
+        return None, "--run-as needs the agent to run as root"
+    return user, ""
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    token, error = read_token(args.token_file)
+    user, user_error = job_user(args.run_as)
+    if error or user_error:
+        print(f"error: {error or user_error}", file=sys.stderr)
+        return 2
     if args.simulate is not None:
         if args.simulate < 1:
             print("error: --simulate needs at least 1 GPU", file=sys.stderr)
@@ -68,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     args.work_dir.mkdir(parents=True, exist_ok=True)
     agent = Agent(
-        Client(args.server, args.token),
+        Client(args.server, token),
         name=args.name,
         capacity_unit=args.capacity_unit,
         gpus=gpus,
@@ -76,6 +132,8 @@ def main(argv: list[str] | None = None) -> int:
         address=args.address or args.name,
         interval=args.interval,
         output_every=args.output_every,
+        user=user,
+        pass_env=tuple(args.pass_env),
     )
     try:
         agent.register()

@@ -51,8 +51,9 @@ class Client:
             {"name": name, "capacity_unit": capacity_unit, "gpus": gpus, "address": address},
         )
 
-    def heartbeat(self, name: str) -> list[dict]:
-        return self.post("heartbeat/", {"name": name})["placements"]
+    def heartbeat(self, name: str) -> dict:
+        """{"placements": what should run here, "lease_seconds": how long silence may last}."""
+        return self.post("heartbeat/", {"name": name})
 
     def report(
         self,
@@ -61,17 +62,18 @@ class Client:
         event: str,
         exit_code: int | None = None,
         output_tail: str = "",
+        reason: str = "",
     ) -> None:
-        self.post(
-            "report/",
-            {
-                "name": name,
-                "placement": placement,
-                "event": event,
-                "exit_code": exit_code,
-                "output_tail": output_tail,
-            },
-        )
+        body = {
+            "name": name,
+            "placement": placement,
+            "event": event,
+            "exit_code": exit_code,
+            "output_tail": output_tail,
+        }
+        if reason:
+            body["reason"] = reason
+        self.post("report/", body)
 
 
 def _detail(err: urllib.error.HTTPError) -> str:

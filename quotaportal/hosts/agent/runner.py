@@ -1,4 +1,9 @@
-"""One rank of a job as a child process group, with graceful stop (SIGTERM, grace, SIGKILL)."""
+"""One rank of a job as a child process group, with graceful stop (SIGTERM, grace, SIGKILL).
+
+The job never sees the agent: its command is written to a file (no argument-length limit),
+it starts with a clean environment (ENV_ALLOWLIST plus its own QP_* variables), optionally
+as another user (--run-as), under a shim that stops it if the agent dies.
+"""
 
 from __future__ import annotations
 
@@ -6,25 +11,46 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 TAIL_BYTES = 4000
+SHIM = Path(__file__).with_name("shim.py")
+# Variables a job inherits from the agent's environment; everything else (tokens, database
+# URLs, secret keys) stays with the agent. Extend with `quotaportal-agent --pass-env NAME`.
+ENV_ALLOWLIST = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "LD_LIBRARY_PATH")
+DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 
-class RunningJob:
-    def __init__(self, spec: dict, work_dir: Path):
-        self.spec = spec
-        self.placement = spec["placement"]
-        self.gpus = set(spec["gpu_indices"])
-        self.grace = float(spec.get("grace_seconds", 30))
-        job_dir = work_dir / "jobs" / f"{spec['job_id']}-{spec['attempt']}-{spec['rank']}"
-        job_dir.mkdir(parents=True, exist_ok=True)
-        checkpoints = work_dir / "checkpoints" / spec["job_id"]
-        checkpoints.mkdir(parents=True, exist_ok=True)
-        self.log_path = job_dir / "output.log"
-        env = {
-            **os.environ,
+class StartFailed(Exception):
+    """The job could not be started; the attempt fails with this message, the agent goes on."""
+
+
+@dataclass(frozen=True)
+class JobUser:
+    """Who jobs run as (`--run-as`); None fields mean the agent's own user."""
+
+    uid: int | None = None
+    gid: int | None = None
+    name: str = ""
+
+    @classmethod
+    def named(cls, name: str) -> JobUser:
+        import pwd
+
+        entry = pwd.getpwnam(name)
+        return cls(entry.pw_uid, entry.pw_gid, name)
+
+
+def job_environment(spec: dict, job_dir: Path, checkpoints: Path, user: JobUser, passed) -> dict:
+    env = {name: os.environ[name] for name in (*ENV_ALLOWLIST, *passed) if name in os.environ}
+    env.setdefault("PATH", DEFAULT_PATH)
+    env.update(
+        {
+            "HOME": str(job_dir),
+            "TMPDIR": str(job_dir),
             "CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in spec["gpu_indices"]),
             "QP_JOB_ID": spec["job_id"],
             "QP_ATTEMPT": str(spec["attempt"]),
@@ -32,29 +58,79 @@ class RunningJob:
             "QP_WORLD_SIZE": str(spec["world_size"]),
             "QP_MASTER_ADDR": spec["master_addr"],
             "QP_CHECKPOINT_DIR": str(checkpoints),
+            "QP_HOST_NAME": spec.get("host_name", ""),
         }
-        with open(self.log_path, "ab") as log:
-            # A new session makes the job its own process group, so a stop reaches all of it.
-            self.process = subprocess.Popen(
-                ["/bin/sh", "-c", spec["command"]],
-                cwd=job_dir,
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
+    )
+    if user.name:
+        env["USER"] = env["LOGNAME"] = user.name
+    return env
+
+
+class RunningJob:
+    def __init__(
+        self,
+        spec: dict,
+        work_dir: Path,
+        *,
+        lifeline: int,
+        orphan_grace: float,
+        user: JobUser | None = None,
+        pass_env: tuple[str, ...] = (),
+    ):
+        self.spec = spec
+        self.placement = spec["placement"]
+        self.gpus = set(spec["gpu_indices"])
+        self.grace = float(spec.get("grace_seconds", 30))
+        user = user or JobUser()
+        job_dir = work_dir / "jobs" / f"{spec['job_id']}-{spec['attempt']}-{spec['rank']}"
+        checkpoints = work_dir / "checkpoints" / spec["job_id"]
+        self.log_path = job_dir / "output.log"
         self.stop_deadline: float | None = None
         self.output_sent_at = time.monotonic()
+        self.lease_lost = False  # stopped because the server could not be reached
+        try:
+            for shared in (work_dir, work_dir / "jobs", work_dir / "checkpoints"):
+                # Jobs of another user may pass through (x) but not list what is there.
+                shared.mkdir(parents=True, exist_ok=True)
+                shared.chmod(0o711)
+            for folder in (job_dir, checkpoints):
+                folder.mkdir(parents=True, exist_ok=True)
+                if user.uid is not None:
+                    os.chown(folder, user.uid, user.gid)
+            script = job_dir / "command.sh"
+            script.write_text(spec["command"])
+            if user.uid is not None:
+                os.chown(script, user.uid, user.gid)
+            env = job_environment(spec, job_dir, checkpoints, user, pass_env)
+            shim_args = [sys.executable, "-I", str(SHIM), str(orphan_grace), str(lifeline), script]
+            if user.uid is not None:
+                shim_args += [str(user.uid), str(user.gid)]
+            with open(self.log_path, "ab") as log:
+                # A new session makes the shim lead the job's process group, so a stop
+                # reaches all of it; -I keeps the job's environment out of the shim's Python.
+                self.process = subprocess.Popen(
+                    shim_args,
+                    cwd=job_dir,
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,
+                    pass_fds=(lifeline,),
+                )
+        except (OSError, ValueError, subprocess.SubprocessError) as err:
+            raise StartFailed(f"Could not start the job: {err}") from err
+        self.started_ticks = process_start_ticks(self.process.pid)
 
     @property
     def stopping(self) -> bool:
         return self.stop_deadline is not None
 
-    def stop(self) -> None:
+    def stop(self, grace: float | None = None) -> None:
         """SIGTERM now so the job can checkpoint; SIGKILL once the grace period passes."""
-        if self.stop_deadline is None:
-            self.stop_deadline = time.monotonic() + self.grace
+        deadline = time.monotonic() + (self.grace if grace is None else min(grace, self.grace))
+        if self.stop_deadline is None or deadline < self.stop_deadline:
+            self.stop_deadline = deadline
             self._signal(signal.SIGTERM)
 
     def enforce_deadline(self) -> None:
@@ -62,15 +138,14 @@ class RunningJob:
             self._signal(signal.SIGKILL)
 
     def _signal(self, sig: int) -> None:
-        with contextlib.suppress(ProcessLookupError):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.process.pid, sig)
 
     def poll(self) -> int | None:
         """The job's exit code once its whole process group is gone, else None.
 
-        The shell that runs the command may exit before its children (a SIGTERM kills the
-        shell at once while the training process checkpoints), and the GPUs are only free
-        when every process of the job has exited.
+        The shim exits only when every process of its group has, but a SIGKILL of the group
+        ends the shim first: the GPUs are free only when no process of the job remains.
         """
         code = self.process.poll()
         if code is None or group_alive(self.process.pid):
@@ -87,6 +162,21 @@ class RunningJob:
             return ""
 
 
+def _stat_fields(pid: int) -> list[str] | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # Fields after the parenthesised command: state (3), ppid, pgrp, ... starttime (22).
+    return stat[stat.rfind(")") + 2 :].split()
+
+
+def process_start_ticks(pid: int) -> int | None:
+    """When the process started (clock ticks since boot): tells a reused pid from ours."""
+    fields = _stat_fields(pid)
+    return int(fields[19]) if fields and len(fields) > 19 else None
+
+
 def group_alive(pgid: int) -> bool:
     """Does any live (non-zombie) process remain in the process group?"""
     proc = Path("/proc")
@@ -99,12 +189,24 @@ def group_alive(pgid: int) -> bool:
     for entry in proc.iterdir():
         if not entry.name.isdigit():
             continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # Fields after the parenthesised command: state, ppid, pgrp, ...
-        fields = stat[stat.rfind(")") + 2 :].split()
-        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] != "Z":
+        fields = _stat_fields(int(entry.name))
+        if fields and len(fields) > 2 and int(fields[2]) == pgid and fields[0] != "Z":
             return True
     return False
+
+
+def kill_group(pgid: int, started_ticks: int | None, wait: float = 5.0) -> bool:
+    """SIGKILL a job's group left by an earlier agent, if that pid is still the same process.
+
+    Returns True when something was killed. Waits until the group is gone (its GPUs free).
+    """
+    if started_ticks is not None and process_start_ticks(pgid) not in (started_ticks, None):
+        return False  # the pid was reused by an unrelated process
+    if not group_alive(pgid):
+        return False
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+    deadline = time.monotonic() + wait
+    while group_alive(pgid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return True

@@ -33,6 +33,7 @@ class PendingReason(models.TextChoices):
     SHARE_AT_LIMIT = "SHARE_AT_LIMIT"
     BORROW_LIMIT_REACHED = "BORROW_LIMIT_REACHED"
     NOTHING_TO_BORROW = "NOTHING_TO_BORROW"
+    EXCEEDS_SHARE_CEILING = "EXCEEDS_SHARE_CEILING"
     BEHIND_SHARE_HEAD = "BEHIND_SHARE_HEAD"
     NO_CAPACITY_LIMIT_FOR_UNIT = "NO_CAPACITY_LIMIT_FOR_UNIT"
 
@@ -114,9 +115,10 @@ class Job(models.Model):
                 name="job_pending_reason_valid",
             ),
             models.UniqueConstraint(
-                fields=["job_queue", "client_token"],
+                # Per submitter: another team's token must neither collide nor be revealed.
+                fields=["job_queue", "submitted_by", "client_token"],
                 condition=Q(client_token__isnull=False),
-                name="job_client_token_unique_in_queue",
+                name="job_client_token_unique_per_user",
             ),
         ]
 

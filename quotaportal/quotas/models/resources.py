@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
 
 class State(models.TextChoices):
@@ -138,6 +139,10 @@ class JobQueue(models.Model):
     )
     ordering = models.CharField(max_length=12, choices=Ordering.choices, default=Ordering.STRICT)
     preemption_grace_seconds = models.PositiveIntegerField(default=30)
+    # AWS's jobStateTimeLimitActions: [{"reason", "state": "RUNNABLE", "max_time_seconds",
+    # "action": "TERMINATE"}]; a job heading its share longer than that is terminated.
+    job_state_time_limit_actions = models.JSONField(default=list, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
     # Change tracking so a tick can skip re-planning a queue nothing has touched: every
     # service that changes what the planner sees bumps state_version; a tick that changed
     # nothing records the version and active-job count it planned.

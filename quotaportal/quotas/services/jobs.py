@@ -33,7 +33,7 @@ def _fingerprint(fields: dict) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def _check_numbers(fields: dict) -> dict[str, str]:
+def _check_fields(fields: dict) -> dict[str, str]:
     errors = {}
     if error := priority_error(fields["scheduling_priority"]):
         errors["scheduling_priority"] = error
@@ -69,9 +69,41 @@ def _check_numbers(fields: dict) -> dict[str, str]:
         errors["client_token"] = "client_token must be 1 to 64 characters"
     if error := check_evaluate_on_exit(fields["evaluate_on_exit"]):
         errors["evaluate_on_exit"] = error
+    if error := command_error(fields["command"]):
+        errors["command"] = error
+    if error := tags_error(fields["tags"]):
+        errors["tags"] = error
     return errors
 
 
+def command_error(command) -> str | None:
+    if not isinstance(command, str):
+        return "command must be text"
+    size = len(command.encode("utf-8", errors="surrogatepass"))
+    if size > MAX_COMMAND_BYTES:
+        return (
+            f"command is {size:,} bytes; the limit is {MAX_COMMAND_BYTES:,} "
+            "(put a long script in a file on the host and run that)"
+        )
+    return None
+
+
+def tags_error(tags) -> str | None:
+    """AWS's tag rules: at most 50, keys 1 to 128 characters, values up to 256."""
+    if not isinstance(tags, dict):
+        return "tags must be an object of key to value"
+    if len(tags) > MAX_TAGS:
+        return f"at most {MAX_TAGS} tags, got {len(tags)}"
+    for key, value in tags.items():
+        if not isinstance(key, str) or not 1 <= len(key) <= MAX_TAG_KEY:
+            return f"tag keys must be 1 to {MAX_TAG_KEY} characters"
+        if not isinstance(value, str) or len(value) > MAX_TAG_VALUE:
+            return f"tag {key}: values must be text of at most {MAX_TAG_VALUE} characters"
+    return None
+
+
+MAX_COMMAND_BYTES = 64 * 1024  # every heartbeat carries the commands of a host's jobs
+MAX_TAGS, MAX_TAG_KEY, MAX_TAG_VALUE = 50, 128, 256
 JOB_OPTIONS = {  # optional job fields and their defaults
     "quantity": 1,
     "scheduling_priority": 0,
@@ -113,18 +145,18 @@ def submit_job(
     }
     fields["evaluate_on_exit"] = fields["evaluate_on_exit"] or []
     fields["tags"] = fields["tags"] or {}
-    if errors := _check_numbers(fields):
+    if errors := _check_fields(fields):
         raise InvalidInput(errors)
     share, unit = _target(actor, job_queue, fields)
     fingerprint = _fingerprint(fields)
     token = fields["client_token"]
-    if token is not None and (existing := _same_request(job_queue, token, fingerprint)):
+    if token is not None and (existing := _same_request(actor, job_queue, token, fingerprint)):
         return existing
     try:
         job = _create(actor, job_queue, share, unit, fields, fingerprint, now or timezone.now())
     except IntegrityError:
         # A concurrent submit with the same client_token won the race: answer as it did.
-        existing = _same_request(job_queue, token, fingerprint) if token else None
+        existing = _same_request(actor, job_queue, token, fingerprint) if token else None
         if existing is None:
             raise
         return existing
@@ -183,8 +215,11 @@ def _create(actor, job_queue, share, unit, fields: dict, fingerprint: str, now) 
     return job
 
 
-def _same_request(job_queue: JobQueue, client_token: str, fingerprint: str) -> Job | None:
-    existing = Job.objects.filter(job_queue=job_queue, client_token=client_token).first()
+def _same_request(actor, job_queue: JobQueue, client_token: str, fingerprint: str) -> Job | None:
+    """The job this submitter made earlier with the same client_token (tokens are per user)."""
+    existing = Job.objects.filter(
+        job_queue=job_queue, client_token=client_token, submitted_by=actor
+    ).first()
     if existing is not None and existing.request_fingerprint != fingerprint:
         raise Conflict(f"client_token {client_token} was already used for a different request")
     return existing

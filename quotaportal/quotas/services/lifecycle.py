@@ -113,3 +113,25 @@ def mark_started(job: Job, now=None) -> bool:
             status=JobStatus.RUNNING, started_at=now
         )
     )
+
+
+TIME_LIMIT_REASON = "Terminated by JobStateTimeLimit action due to reason: {reason}"
+
+
+def enforce_runnable_time_limits(queue, now) -> int:
+    """AWS's jobStateTimeLimitActions: a job that heads its share RUNNABLE for longer than
+    max_time_seconds (since it was submitted or last requeued) is terminated, so the jobs
+    behind it move up. The shortest limit applies. Returns how many were terminated."""
+    from quotaportal.quotas.selectors import heads_waiting_since
+    from quotaportal.quotas.services.jobs import terminate_job
+
+    actions = queue.job_state_time_limit_actions or []
+    if not actions:
+        return 0
+    action = min(actions, key=lambda a: a["max_time_seconds"])
+    cutoff = now - timedelta(seconds=action["max_time_seconds"])
+    reason = TIME_LIMIT_REASON.format(reason=action["reason"])
+    expired = list(heads_waiting_since(queue, cutoff))
+    for job in expired:
+        terminate_job(None, job, reason, now=now)
+    return len(expired)

@@ -23,6 +23,7 @@ from quotaportal.quotas.models import (
 from quotaportal.quotas.permissions import require_admin
 from quotaportal.quotas.services.audit import record
 from quotaportal.quotas.services.ticks import queue_changed
+from scheduler.validation import instance_count_error
 
 
 def _created(actor, model, kind_name: str, **fields):
@@ -71,10 +72,8 @@ def _check_capacity(capacity_limits) -> dict[str, CapacityUnit]:
         raise InvalidInput(
             {"capacity_limits": "give at least one capacity unit with its max_capacity"}
         )
-    if any(
-        not isinstance(n, int) or isinstance(n, bool) or n < 0 for n in capacity_limits.values()
-    ):
-        raise InvalidInput({"capacity_limits": "max_capacity must be a whole number of at least 0"})
+    if any(instance_count_error(n, 0) for n in capacity_limits.values()):
+        raise InvalidInput({"capacity_limits": instance_count_error(None, 0)})
     units = {u.name: u for u in CapacityUnit.objects.filter(name__in=list(capacity_limits))}
     unknown = sorted(set(capacity_limits) - set(units))
     if unknown:
@@ -159,9 +158,13 @@ def create_job_queue(
     ordering: str = Ordering.STRICT,
     state: str = State.ENABLED,
     preemption_grace_seconds: int = 30,
+    job_state_time_limit_actions: list | None = None,
 ) -> JobQueue:
     require_admin(actor, "create job queues")
     errors = {}
+    actions = job_state_time_limit_actions or []
+    if error := time_limit_actions_error(actions):
+        errors["job_state_time_limit_actions"] = error
     if not isinstance(priority, int) or not 0 <= priority <= 1000:
         errors["priority"] = "priority must be between 0 and 1000"
     if ordering not in Ordering.values:
@@ -181,12 +184,50 @@ def create_job_queue(
         ordering=ordering,
         state=state,
         preemption_grace_seconds=preemption_grace_seconds,
+        job_state_time_limit_actions=actions,
     )
+
+
+TIME_LIMIT_RANGE = (600, 86_400)  # AWS's bounds on maxTimeSeconds
+
+
+def time_limit_actions_error(actions) -> str | None:
+    """AWS's rules for jobStateTimeLimitActions: state RUNNABLE, action TERMINATE (the only one
+    for SageMaker training), max_time_seconds 600 to 86400, a reason, at most 5 actions."""
+    if not isinstance(actions, list) or len(actions) > 5:
+        return "give a list of at most 5 actions"
+    low, high = TIME_LIMIT_RANGE
+    for action in actions:
+        if not isinstance(action, dict) or set(action) - {
+            "reason",
+            "state",
+            "max_time_seconds",
+            "action",
+        }:
+            return "each action has reason, state, max_time_seconds and action"
+        seconds = action.get("max_time_seconds")
+        if not isinstance(seconds, int) or isinstance(seconds, bool) or not low <= seconds <= high:
+            return f"max_time_seconds must be a whole number from {low} to {high}"
+        if action.get("state", "RUNNABLE") != "RUNNABLE":
+            return "state must be RUNNABLE"
+        if action.get("action", "TERMINATE") != "TERMINATE":
+            return "action must be TERMINATE"
+        reason = action.get("reason")
+        if not isinstance(reason, str) or not 1 <= len(reason) <= 256:
+            return "reason must be 1 to 256 characters"
+    return None
 
 
 def update_job_queue(actor, queue: JobQueue, **changes) -> JobQueue:
     require_admin(actor, "change job queues")
-    allowed = {"priority", "ordering", "state", "preemption_grace_seconds", "scheduling_policy"}
+    allowed = {
+        "priority",
+        "ordering",
+        "state",
+        "preemption_grace_seconds",
+        "scheduling_policy",
+        "job_state_time_limit_actions",
+    }
     if unknown := sorted(set(changes) - allowed):
         raise InvalidInput(dict.fromkeys(unknown, "this field cannot be changed"))
     if "ordering" in changes and changes["ordering"] not in Ordering.values:
@@ -195,6 +236,10 @@ def update_job_queue(actor, queue: JobQueue, **changes) -> JobQueue:
         raise InvalidInput({"state": "state must be ENABLED or DISABLED"})
     if "priority" in changes and not 0 <= changes["priority"] <= 1000:
         raise InvalidInput({"priority": "priority must be between 0 and 1000"})
+    if "job_state_time_limit_actions" in changes and (
+        error := time_limit_actions_error(changes["job_state_time_limit_actions"])
+    ):
+        raise InvalidInput({"job_state_time_limit_actions": error})
     for field, value in changes.items():
         setattr(queue, field, value)
     queue.save()

@@ -1,8 +1,14 @@
-"""One scheduler tick of one job queue: snapshot, plan, check, apply, record.
+"""One scheduler tick of a service environment's job queues: snapshot, plan, check, apply.
 
-Procedure (all in one transaction):
-1. Take the queue's advisory lock; if another tick holds it, record a skipped run and stop.
-2. Advance time-driven state: SIMULATED jobs start and end, attempts past their duration fail.
+Queues that share a service environment share its capacity, so a tick covers all of them in
+one transaction under the environment's advisory lock (a tick that finds it held records a
+skipped run and stops). Queues are served in job-queue priority order, higher first: each sees
+the capacity the others' dispatched jobs leave (bridge.capacity_of), so a lower queue gets what
+the higher ones leave and no queue preempts another's jobs.
+
+Per queue, in a savepoint (an invalid plan rolls back that queue alone):
+1. Advance time-driven state: SIMULATED jobs start and end, attempts past their duration fail,
+   RUNNABLE jobs past the queue's job-state time limit are terminated.
 3. If nothing changed since the last plan (same state_version and active-job count, and the
    last full plan is younger than QP_FULL_REPLAN_SECONDS), stop: the plan would be the same.
 4. Load the snapshot, plan it, and check the plan against every invariant.
@@ -18,50 +24,91 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from quotaportal.quotas import bridge
-from quotaportal.quotas.locks import try_lock_queue
+from quotaportal.quotas.locks import try_lock_environment
 from quotaportal.quotas.models import (
     ACTIVE,
     Backend,
     Job,
     JobQueue,
     SchedulerRun,
+    State,
     UtilizationSample,
 )
-from quotaportal.quotas.services.lifecycle import enforce_attempt_timeouts, progress_simulated
+from quotaportal.quotas.services.lifecycle import (
+    enforce_attempt_timeouts,
+    enforce_runnable_time_limits,
+    progress_simulated,
+)
 from scheduler import InvariantViolation, check_plan, plan_tick
 
 log = logging.getLogger(__name__)
 
 
-def run_tick(queue_id: int, now=None) -> SchedulerRun:
+def run_tick(queue_id: int, now=None) -> SchedulerRun | None:
+    """Tick the queue's service environment (all its queues); the run of this queue.
+
+    None when the queue no longer exists (a tick enqueued before it was deleted) or is not
+    ENABLED: there is nothing to do, and that is no error.
+    """
+    env_id = (
+        JobQueue.objects.filter(pk=queue_id)
+        .values_list("service_environment_id", flat=True)
+        .first()
+    )
+    if env_id is None:
+        log.info("tick of job queue %s skipped: the queue no longer exists", queue_id)
+        return None
+    return run_environment_tick(env_id, now, asked_by=queue_id).get(queue_id)
+
+
+def run_environment_tick(env_id: int, now=None, asked_by: int | None = None) -> dict:
+    """Tick every ENABLED queue of the environment, higher priority first: queue id -> run."""
     now = now or timezone.now()
+    runs = {}
+    with transaction.atomic():
+        if not try_lock_environment(env_id):
+            if asked_by is not None:
+                runs[asked_by] = SchedulerRun.objects.create(
+                    job_queue_id=asked_by, started_at=now, skipped=True
+                )
+            return runs
+        queues = (
+            JobQueue.objects.select_related("service_environment")
+            .filter(service_environment_id=env_id)
+            .filter(Q(state=State.ENABLED) | Q(pk=asked_by))
+            .order_by("-priority", "name")
+        )
+        for queue in queues:
+            runs[queue.id] = _tick_queue(queue, now)
+    return runs
+
+
+def _tick_queue(queue: JobQueue, now) -> SchedulerRun:
     started = time.perf_counter()
     try:
         with transaction.atomic():
-            queue = JobQueue.objects.select_related("service_environment").get(pk=queue_id)
-            if not try_lock_queue(queue_id):
-                return SchedulerRun.objects.create(job_queue=queue, started_at=now, skipped=True)
             outcome = _tick_locked(queue, now)
-            dispatched, preempted = outcome or (0, 0)
-            return SchedulerRun.objects.create(
-                job_queue=queue,
-                started_at=now,
-                dispatched=dispatched,
-                preempted=preempted,
-                replanned=outcome is not None,
-                duration_ms=(time.perf_counter() - started) * 1000,
-            )
     except InvariantViolation as err:
-        log.error("tick of queue %s produced an invalid plan, nothing applied: %s", queue_id, err)
+        log.error("tick of queue %s produced an invalid plan, nothing applied: %s", queue.id, err)
         return SchedulerRun.objects.create(
-            job_queue_id=queue_id,
+            job_queue=queue,
             started_at=now,
             error=f"invalid plan, nothing applied: {err}",
             duration_ms=(time.perf_counter() - started) * 1000,
         )
+    dispatched, preempted = outcome or (0, 0)
+    return SchedulerRun.objects.create(
+        job_queue=queue,
+        started_at=now,
+        dispatched=dispatched,
+        preempted=preempted,
+        replanned=outcome is not None,
+        duration_ms=(time.perf_counter() - started) * 1000,
+    )
 
 
 def _tick_locked(queue: JobQueue, now) -> tuple[int, int] | None:
@@ -75,6 +122,7 @@ def _tick_locked(queue: JobQueue, now) -> tuple[int, int] | None:
 
         mark_lost_hosts(queue.service_environment, now)
     enforce_attempt_timeouts(queue.id, now)
+    enforce_runnable_time_limits(queue, now)
     version = JobQueue.objects.values_list("state_version", flat=True).get(pk=queue.id)
     if _unchanged_since_last_plan(queue, version, now):
         record_sample(queue, None, now)

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import logging
+from functools import partial
+
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 
 from quotaportal.quotas.models import JobQueue
+
+log = logging.getLogger(__name__)
 
 
 def queue_changed(queue_id: int) -> None:
@@ -24,9 +29,17 @@ def tick_after_commit(queue_id: int) -> None:
     if not getattr(settings, "QP_IMMEDIATE_TICKS", True):
         return
 
-    def enqueue() -> None:
-        from quotaportal.quotas.tasks import tick_queue
+    transaction.on_commit(partial(enqueue_tick, queue_id))
 
+
+def enqueue_tick(queue_id: int) -> bool:
+    """Ask a worker for a tick now. The change has committed already, so a broker outage must
+    not fail the request: the next beat (or the embedded loop) ticks the queue anyway."""
+    from quotaportal.quotas.tasks import tick_queue
+
+    try:
         tick_queue.delay(queue_id)
-
-    transaction.on_commit(enqueue)
+    except Exception:  # the broker's errors vary by transport (redis, kombu, OSError)
+        log.exception("could not enqueue a tick of queue %s; the next beat will tick it", queue_id)
+        return False
+    return True

@@ -11,7 +11,7 @@ from django_htmx.http import HttpResponseClientRefresh
 from quotaportal.quotas import selectors, services
 from quotaportal.quotas.errors import Conflict, Forbidden, InvalidInput
 from quotaportal.quotas.models import Job, JobQueue, JobStatus, QuotaShare
-from quotaportal.quotas.permissions import can_change_job
+from quotaportal.quotas.permissions import can_change_job, can_read_output
 from quotaportal.web.forms import JobSubmitForm, PriorityForm, TerminateForm, show_service_errors
 from quotaportal.web.views.common import forbid_on, paginate, query_without_page
 
@@ -20,6 +20,11 @@ PLAIN_REASONS = {
     "SHARE_AT_LIMIT": "Its share is at its limit and its strategy does not borrow.",
     "BORROW_LIMIT_REACHED": "Its share has borrowed as much as its borrow limit allows.",
     "NOTHING_TO_BORROW": "Its share may borrow, but no idle capacity can be lent right now.",
+    "EXCEEDS_SHARE_CEILING": (
+        "It needs more than its share may ever use (its limit plus borrow limit), so it can "
+        "never start; it waits aside so the jobs behind it can start. Terminate it, or ask an "
+        "admin to raise the share's limit."
+    ),
     "BEHIND_SHARE_HEAD": "An earlier job of its share waits first (strict ordering).",
     "NO_CAPACITY_LIMIT_FOR_UNIT": "Its share has no limit for this capacity unit: it cannot start.",
 }
@@ -94,6 +99,7 @@ def job_detail(request, pk):
         "reason_text": PLAIN_REASONS.get(job.pending_reason, ""),
         "events": job.events.select_related("actor").order_by("time", "id"),
         "attempts": job.attempts.select_related("host").prefetch_related("placements__host"),
+        "can_read_output": can_read_output(request.user, job),
         "priority_form": PriorityForm(initial={"scheduling_priority": job.scheduling_priority}),
         "terminate_form": TerminateForm(),
     }

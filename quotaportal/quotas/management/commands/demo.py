@@ -8,6 +8,7 @@ Ctrl-C stops everything.
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import subprocess
@@ -89,8 +90,6 @@ class Command(BaseCommand):
                 "quotaportal.hosts.agent",
                 "--server",
                 url,
-                "--token",
-                token,
                 "--name",
                 "demo-host-1",
                 "--simulate",
@@ -101,7 +100,9 @@ class Command(BaseCommand):
                 str(work_dir),
                 "--interval",
                 "1",
-            ]
+            ],
+            # The token travels in the environment, never on a command line others can read.
+            env={**os.environ, "QP_AGENT_TOKEN": token},
         )
 
     def banner(self, url: str, seeded: str) -> None:

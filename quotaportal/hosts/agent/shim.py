@@ -1,0 +1,89 @@
+"""The supervisor between the agent and one rank of a job (like containerd's shim).
+
+    python -I shim.py GRACE_SECONDS LIFELINE_FD SCRIPT [UID GID]
+
+It leads the job's process group and runs `/bin/sh SCRIPT` in it. It holds the read end of a
+pipe whose write end only the agent holds: when the agent dies, even by `kill -9`, the pipe
+reads end-of-file and the shim stops the whole group (SIGTERM, then SIGKILL after the grace
+period), so no job outlives its agent and later runs twice beside its own retry.
+
+With UID and GID the job runs as that user (`quotaportal-agent --run-as`); the shim stays
+with the agent's user, so it can always stop the job, and the job cannot read the agent's
+token file or its /proc entries.
+
+It exits with the job's exit code (128 + N for a job killed by signal N) once no other
+process of the group is left, so the agent's view of "exited" means "the GPUs are free".
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+
+POLL_SECONDS = 0.2
+
+
+def others_alive(pgid: int, me: int) -> bool:
+    """Does a live (non-zombie) process other than the shim remain in the group?"""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat_file:
+                stat = stat_file.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
+
+
+def exit_code(status: int) -> int:
+    code = os.waitstatus_to_exitcode(status)
+    return 128 - code if code < 0 else code
+
+
+def lifeline_cut(fd: int, timeout: float) -> bool:
+    readable, _, _ = select.select([fd], [], [], timeout)
+    # Readable means end-of-file: the agent never writes, it only holds the other end.
+    return bool(readable) and os.read(fd, 1) == b""
+
+
+def stop_group(pgid: int, grace: float) -> None:
+    os.killpg(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and others_alive(pgid, os.getpid()):
+        time.sleep(POLL_SECONDS)
+    os.killpg(pgid, signal.SIGKILL)  # ends the shim too
+
+
+def main(argv: list[str]) -> int:
+    grace, lifeline, script = float(argv[0]), int(argv[1]), argv[2]
+    as_user = {}
+    if len(argv) == 5:
+        as_user = {"user": int(argv[3]), "group": int(argv[4]), "extra_groups": []}
+    # The agent stops a job with killpg(SIGTERM): the shim must outlive it to report the code.
+    # A handler (not SIG_IGN) so the job itself still gets the default action after exec.
+    signal.signal(signal.SIGTERM, lambda *_: None)
+    pgid = os.getpgid(0)
+    child = subprocess.Popen(["/bin/sh", script], **as_user)  # closes the lifeline in the job
+    code = None
+    while True:
+        if code is None:
+            pid, status = os.waitpid(child.pid, os.WNOHANG)
+            if pid:
+                code = exit_code(status)
+        if code is not None and not others_alive(pgid, os.getpid()):
+            return code
+        if lifeline_cut(lifeline, POLL_SECONDS):
+            stop_group(pgid, grace)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
