@@ -1,0 +1,615 @@
+"""Soak the production-mode stack while agents are killed, then prove nothing went wrong.
+
+    .venv/bin/python scripts/soak.py [--agents 3] [--gpus 2] [--threads 4] [--minutes 3]
+
+Starts, on this machine, what docker-compose.yml runs: gunicorn (2 workers), one Celery worker,
+Celery beat, and N quotaportal-agent processes (simulated GPUs, one token each), on a fresh
+PostgreSQL database `quotaportal_soak` and Redis database 13 (DATABASE_URL and REDIS_URL name
+the servers). Two job queues share one LOCAL environment. M threads submit, raise and lower
+priorities and terminate jobs through the REST API for T minutes, while a chaos thread kills an
+agent with kill -9 (or SIGTERM) every few seconds and starts it again.
+
+Every job runs a small program that takes an exclusive lock on its job id and on each GPU it
+was given (flock, released when its process dies), so a job running twice at once, or two
+jobs on one GPU, is caught where it happens. At the end it waits for the queues to drain and
+checks from the database and those locks that:
+- nothing was lost: every job the API accepted exists, and every job reached a final state;
+- nothing ran twice: no job held its lock while another copy tried to take it;
+- capacity was never exceeded: no GPU was taken twice, and dispatched attempts never held
+  more instances than the environment has;
+- no request got a 5xx answer.
+It prints the counts and exits 1 if any check fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections import Counter
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+DATABASE = "quotaportal_soak"
+REDIS_DB = 13
+UNIT = "gpu1"
+
+JOB_PROGRAM = r"""
+import fcntl, os, signal, sys, time
+ledger, seconds = sys.argv[1], float(sys.argv[2])
+job, attempt, rank = os.environ["QP_JOB_ID"], os.environ["QP_ATTEMPT"], os.environ["QP_RANK"]
+host = os.environ["QP_HOST_NAME"]
+held = []
+def take(name):
+    handle = open(os.path.join(ledger, name), "w")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        with open(os.path.join(ledger, "violations"), "a") as out:
+            out.write(f"{name} was held by another process when job {job} attempt {attempt} "
+                      f"rank {rank} started on {host}\n")
+        sys.exit(3)
+    held.append(handle)
+take(f"job-{job}-rank-{rank}.lock")  # a wide job's ranks run at once, each only once
+for gpu in filter(None, os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")):
+    take(f"gpu-{host}-{gpu}.lock")
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+with open(os.path.join(ledger, "starts"), "a") as out:
+    out.write(f"{job} {attempt} {rank} {host} {time.time():.3f}\n")
+time.sleep(seconds)
+"""
+
+
+def parse(argv):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--agents", type=int, default=3, help="GPU hosts (default 3)")
+    parser.add_argument("--gpus", type=int, default=2, help="GPUs per host (default 2)")
+    parser.add_argument("--threads", type=int, default=4, help="client threads (default 4)")
+    parser.add_argument("--minutes", type=float, default=3.0, help="load duration (default 3)")
+    parser.add_argument(
+        "--kill-every", type=float, default=15.0, help="seconds between agent kills (default 15)"
+    )
+    parser.add_argument(
+        "--drain-minutes", type=float, default=4.0, help="wait this long for queues to empty"
+    )
+    parser.add_argument("--keep", action="store_true", help="keep the database and work dirs")
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args(argv)
+    if args.agents < 1 or args.gpus < 1 or args.threads < 1 or args.minutes <= 0:
+        parser.error("--agents, --gpus and --threads must be at least 1, --minutes above 0")
+    return args
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def say(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+class Stack:
+    """The services of docker-compose.yml as local processes, with their logs in a folder."""
+
+    def __init__(self, args):
+        self.args = args
+        self.dir = Path(tempfile.mkdtemp(prefix="qp-soak-"))
+        self.dir.chmod(0o711)
+        self.ledger = self.dir / "ledger"
+        self.ledger.mkdir(mode=0o777)
+        self.program = self.ledger / "job.py"
+        self.program.write_text(JOB_PROGRAM)
+        server = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/quotaportal")
+        redis_server = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env = {
+            **os.environ,
+            "DATABASE_URL": server.rsplit("/", 1)[0] + f"/{DATABASE}",
+            "REDIS_URL": redis_server.rsplit("/", 1)[0] + f"/{REDIS_DB}",
+            "QP_DEBUG": "false",
+            "QP_SECRET_KEY": secrets.token_urlsafe(32),
+            "QP_ALLOWED_HOSTS": "127.0.0.1,localhost",
+            "QP_TICK_SECONDS": "1",
+            "QP_HOST_TIMEOUT": "8",
+            "DJANGO_SETTINGS_MODULE": "quotaportal.settings",
+        }
+        self.processes: dict[str, subprocess.Popen] = {}
+        self.agent_tokens: dict[str, str] = {}
+
+    def bin(self, name: str) -> str:
+        return str(Path(sys.executable).parent / name)
+
+    def start(self, name: str, command: list[str], env: dict | None = None) -> None:
+        log = open(self.dir / f"{name}.log", "a")  # noqa: SIM115 - lives as long as the process
+        self.processes[name] = subprocess.Popen(
+            command,
+            cwd=REPO,
+            env=env or self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def manage(self, *command: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "manage.py", *command],
+            cwd=REPO,
+            env=self.env,
+            capture_output=True,
+            text=True,
+        )
+        if done.returncode:
+            raise SystemExit(f"manage.py {' '.join(command)} failed:\n{done.stderr}")
+        return done.stdout
+
+    def fresh_database(self) -> None:
+        import psycopg
+
+        admin_url = self.env["DATABASE_URL"].rsplit("/", 1)[0] + "/postgres"
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {DATABASE} WITH (FORCE)")
+            conn.execute(f"CREATE DATABASE {DATABASE}")
+        import redis
+
+        redis.Redis.from_url(self.env["REDIS_URL"]).flushdb()
+        self.manage("migrate", "--noinput")
+
+    def seed(self) -> dict[str, str]:
+        """Admin, two teams, one LOCAL environment shared by two queues; API tokens by user."""
+        tokens = {}
+        for user, flags in (
+            ("ada", ["--admin"]),
+            ("alice", ["--team", "vision"]),
+            ("bob", ["--team", "nlp"]),
+        ):
+            tokens[user] = self.manage("create_user", user, *flags).strip().splitlines()[-1]
+        self.api = Api(self.url, tokens)
+        return tokens
+
+    def configure(self) -> None:
+        capacity = self.args.agents * self.args.gpus
+        admin = self.api.as_user("ada")
+        admin("POST", "capacity-units/", {"name": UNIT})
+        admin("POST", "scheduling-policies/", {"name": "fifo"})
+        limits = [{"capacity_unit": UNIT, "max_capacity": capacity}]
+        admin(
+            "POST",
+            "service-environments/",
+            {"name": "fleet", "backend": "LOCAL", "capacity_limits": limits},
+        )
+        half = max(1, capacity // 2)
+        for queue, priority in (("train", 10), ("batch", 1)):
+            admin(
+                "POST",
+                "job-queues/",
+                {
+                    "name": queue,
+                    "priority": priority,
+                    "scheduling_policy": "fifo",
+                    "service_environment": "fleet",
+                    "ordering": "BEST_EFFORT",
+                    "preemption_grace_seconds": 2,
+                },
+            )
+            for share, team, strategy, preempt in (
+                ("vision", "vision", "LEND_AND_BORROW", True),
+                ("nlp", "nlp", "LEND", False),
+            ):
+                admin(
+                    "POST",
+                    "quota-shares/",
+                    {
+                        "job_queue": queue,
+                        "name": share,
+                        "team": team,
+                        "capacity_limits": [{"capacity_unit": UNIT, "max_capacity": half}],
+                        "sharing_strategy": strategy,
+                        "in_share_preemption": preempt,
+                    },
+                )
+        for index in range(1, self.args.agents + 1):
+            name = f"soak-host-{index}"
+            answer = admin("POST", "service-environments/fleet/agent-token/", {"host_name": name})
+            self.agent_tokens[name] = answer["token"]
+
+    def start_services(self) -> None:
+        self.start(
+            "web",
+            [
+                self.bin("gunicorn"),
+                "quotaportal.wsgi:application",
+                "--bind",
+                f"127.0.0.1:{self.port}",
+                "--workers",
+                "2",
+                "--timeout",
+                "60",
+            ],
+        )
+        self.start(
+            "worker",
+            [
+                self.bin("celery"),
+                "-A",
+                "quotaportal",
+                "worker",
+                "--concurrency",
+                "2",
+                "--loglevel",
+                "WARNING",
+            ],
+        )
+        self.start(
+            "beat",
+            [
+                self.bin("celery"),
+                "-A",
+                "quotaportal",
+                "beat",
+                "--loglevel",
+                "WARNING",
+                "--schedule",
+                str(self.dir / "beat-schedule"),
+            ],
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                urllib.request.urlopen(self.url + "/healthz", timeout=2)
+                return
+            except (OSError, urllib.error.URLError):
+                time.sleep(0.5)
+        raise SystemExit(f"the web server did not come up; see {self.dir / 'web.log'}")
+
+    def start_agent(self, name: str) -> None:
+        # Agents get the server's URL and their own token, nothing of the server's settings.
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "QP_AGENT_TOKEN": self.agent_tokens[name],
+        }
+        self.start(
+            name,
+            [
+                sys.executable,
+                "-m",
+                "quotaportal.hosts.agent",
+                "--server",
+                self.url,
+                "--name",
+                name,
+                "--simulate",
+                str(self.args.gpus),
+                "--capacity-unit",
+                UNIT,
+                "--work-dir",
+                str(self.dir / name),
+                "--interval",
+                "0.5",
+                "--output-every",
+                "2",
+            ],
+            env=env,
+        )
+
+    def stop(self) -> None:
+        for process in self.processes.values():
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGTERM)
+        for process in self.processes.values():
+            try:
+                process.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+
+
+class Api:
+    """A tiny REST client that counts answers by status (409: the job had ended already; a 5xx
+    must never happen)."""
+
+    def __init__(self, url: str, tokens: dict[str, str]):
+        self.url, self.tokens = url + "/api/v1/", tokens
+        self.answers: Counter = Counter()
+        self.server_errors: list[str] = []
+        self.lock = threading.Lock()
+
+    def as_user(self, user: str):
+        def call(method: str, path: str, body: dict | None = None):
+            return self.call(user, method, path, body)
+
+        return call
+
+    def call(self, user: str, method: str, path: str, body: dict | None = None):
+        request = urllib.request.Request(
+            self.url + path,
+            data=None if body is None else json.dumps(body).encode(),
+            method=method,
+            headers={
+                "Authorization": f"Token {self.tokens[user]}",
+                "Content-Type": "application/json",
+            },
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                status, payload = response.status, response.read()
+        except urllib.error.HTTPError as err:
+            status, payload = err.code, err.read()
+        with self.lock:
+            self.answers[status] += 1
+            if status >= 500:
+                self.server_errors.append(f"{method} {path}: {status} {payload[:200]!r}")
+        if status >= 400:
+            return None
+        return json.loads(payload or b"{}")
+
+
+class Load:
+    """Scientists: submit (with a client token, retried on network errors), bump, terminate."""
+
+    def __init__(self, stack: Stack, seed: int):
+        self.stack, self.api = stack, stack.api
+        self.accepted: set[str] = set()
+        self.tokens_used: dict[str, str] = {}
+        self.actions: Counter = Counter()
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.seed = seed
+        self.backlog, self.backlog_checked = 0, 0.0
+        self.max_backlog = 10 * stack.args.agents * stack.args.gpus
+
+    def job_body(self, rng: random.Random, user: str) -> dict:
+        share = "vision" if user == "alice" else "nlp"
+        seconds = rng.choice([0.5, 1, 2, 4, 8])
+        return {
+            "job_queue": rng.choice(["train", "batch"]),
+            "quota_share": share,
+            "capacity_unit": UNIT,
+            "name": f"soak-{rng.randrange(10**6)}",
+            "quantity": rng.choice([1, 1, 1, 2]),
+            "scheduling_priority": rng.randrange(0, 100),
+            "command": f"{sys.executable} -I {self.stack.program} {self.stack.ledger} {seconds}",
+            "retry_attempts": 5,
+            "client_token": secrets.token_hex(16),
+        }
+
+    def worker(self, index: int) -> None:
+        rng = random.Random(self.seed * 1000 + index)
+        while not self.stop.is_set():
+            user = rng.choice(["alice", "bob"])
+            roll = rng.random()
+            if (roll < 0.65 and not self.backlog_full()) or not self.accepted:
+                self.submit(user, rng)
+            elif roll < 0.85:
+                job = self.pick(rng)
+                self.actions["priority"] += 1
+                self.api.call(
+                    self.owner(job),
+                    "PATCH",
+                    f"jobs/{job}/",
+                    {"scheduling_priority": rng.randrange(0, 9999)},
+                )
+            elif roll < 0.95:
+                job = self.pick(rng)
+                self.actions["terminate"] += 1
+                self.api.call(self.owner(job), "POST", f"jobs/{job}/terminate/", {"reason": "soak"})
+            else:
+                self.actions["list"] += 1
+                self.api.call(user, "GET", "jobs/?limit=50")
+            time.sleep(rng.uniform(0.02, 0.15))
+
+    def backlog_full(self) -> bool:
+        """Keep about a minute of work waiting, so the queues can drain when the load stops."""
+        now = time.monotonic()
+        if now - self.backlog_checked > 2:
+            self.backlog_checked = now
+            answer = self.api.call("ada", "GET", "jobs/?status=RUNNABLE&limit=1")
+            self.backlog = answer["count"] if answer else 0
+        return self.backlog > self.max_backlog
+
+    def submit(self, user: str, rng: random.Random) -> None:
+        body = self.job_body(rng, user)
+        for _ in range(3):  # a retry with the same client_token never submits twice
+            answer = self.api.call(user, "POST", "jobs/", body)
+            if answer is not None:
+                with self.lock:
+                    self.accepted.add(answer["id"])
+                    self.tokens_used[answer["id"]] = user
+                self.actions["submit"] += 1
+                return
+
+    def pick(self, rng: random.Random) -> str:
+        with self.lock:
+            return rng.choice(sorted(self.accepted))
+
+    def owner(self, job: str) -> str:
+        return self.tokens_used[job]
+
+
+class Chaos:
+    """kill -9 (or SIGTERM) a random agent every few seconds, then start it again."""
+
+    def __init__(self, stack: Stack, every: float, seed: int):
+        self.stack, self.every = stack, every
+        self.rng = random.Random(seed)
+        self.stop = threading.Event()
+        self.kills = Counter()
+
+    def run(self) -> None:
+        while not self.stop.wait(self.every):
+            name = self.rng.choice(sorted(self.stack.agent_tokens))
+            process = self.stack.processes[name]
+            how = signal.SIGKILL if self.rng.random() < 0.7 else signal.SIGTERM
+            process.send_signal(how)
+            self.kills[how.name] += 1
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+            # Down for a while: sometimes past the host timeout, so its host goes LOST.
+            self.stop.wait(self.rng.choice([1, 3, 10]))
+            self.stack.start_agent(name)
+
+
+def check(stack: Stack, load: Load, started: float, drain_deadline: float) -> dict:
+    """Read the outcome from the database and the job locks; return the figures."""
+    names = ("DATABASE_URL", "REDIS_URL", "QP_DEBUG", "QP_SECRET_KEY", "DJANGO_SETTINGS_MODULE")
+    os.environ.update({k: stack.env[k] for k in names})
+    import django
+
+    django.setup()
+    from django.db.models import Count
+
+    from quotaportal.quotas.models import FINAL, Job, JobAttempt
+
+    while time.monotonic() < drain_deadline:
+        open_jobs = Job.objects.exclude(status__in=FINAL).count()
+        if open_jobs == 0:
+            break
+        say(f"draining: {open_jobs} job(s) not final yet")
+        time.sleep(5)
+    jobs = dict(Job.objects.values_list("id", "status"))
+    jobs = {str(k): v for k, v in jobs.items()}
+    missing = sorted(load.accepted - set(jobs))
+    unexpected = sorted(set(jobs) - load.accepted)
+    not_final = [j for j, s in jobs.items() if s not in FINAL]
+    capacity = stack.args.agents * stack.args.gpus
+    shared_gpus = gpu_overlaps()
+    violations_file = stack.ledger / "violations"
+    violations = violations_file.read_text().splitlines() if violations_file.exists() else []
+    status = Counter(jobs.values())
+    reasons = Counter(
+        JobAttempt.objects.filter(status_reason__in=["Host lost"]).values_list(
+            "status_reason", flat=True
+        )
+    )
+    preempted = JobAttempt.objects.filter(preempted=True).count()
+    starts = (
+        (stack.ledger / "starts").read_text().count("\n")
+        if (stack.ledger / "starts").exists()
+        else 0
+    )
+    retried = Job.objects.annotate(n=Count("attempts")).filter(n__gt=1).count()
+    return {
+        "minutes": round((time.monotonic() - started) / 60, 2),
+        "agents": stack.args.agents,
+        "gpus": capacity,
+        "client_threads": stack.args.threads,
+        "requests": dict(stack.api.answers),
+        "actions": dict(load.actions),
+        "agent_kills": dict(CHAOS.kills) if CHAOS else {},
+        "jobs_accepted": len(load.accepted),
+        "jobs_by_status": dict(status),
+        "job_processes_started": starts,
+        "attempts_lost_with_their_host": reasons.get("Host lost", 0),
+        "attempts_preempted": preempted,
+        "jobs_with_more_than_one_attempt": retried,
+        "gpu_overlaps_in_the_database": len(shared_gpus),
+        "checks": {
+            "no_job_lost": not missing and not unexpected,
+            "every_job_final": not not_final,
+            "no_job_ran_twice_and_no_gpu_shared": not violations,
+            "capacity_never_exceeded": not shared_gpus and not violations,
+            "no_5xx": not stack.api.server_errors,
+        },
+        "details": {
+            "missing": missing[:10],
+            "unexpected": unexpected[:10],
+            "not_final": not_final[:10],
+            "violations": violations[:10],
+            "gpu_overlaps": shared_gpus[:10],
+            "server_errors": stack.api.server_errors[:10],
+        },
+    }
+
+
+def gpu_overlaps() -> list[str]:
+    """Placements that held one GPU of one host at overlapping times, from the agents' reports
+    (a rank holds its GPUs from its start report to its exit report, or to the moment the
+    server closed it when its host was lost or re-registered)."""
+    from quotaportal.hosts.models import Placement
+
+    by_gpu: dict[tuple, list] = {}
+    rows = Placement.objects.filter(started_at__isnull=False).values_list(
+        "host__name", "gpu_indices", "started_at", "exited_at", "attempt__job_id"
+    )
+    for host, gpus, started, exited, job in rows:
+        for gpu in gpus:
+            by_gpu.setdefault((host, gpu), []).append((started, exited, job))
+    overlaps = []
+    for (host, gpu), spans in by_gpu.items():
+        spans.sort(key=lambda span: span[0])
+        for (_, end_a, job_a), (start_b, _, job_b) in zip(spans, spans[1:], strict=False):
+            if end_a is None or end_a > start_b:
+                overlaps.append(f"{host} GPU {gpu}: job {job_a} and job {job_b}")
+    return overlaps
+
+
+CHAOS: Chaos | None = None
+
+
+def main(argv=None) -> int:
+    global CHAOS
+    args = parse(argv)
+    stack = Stack(args)
+    say(f"work dir {stack.dir}; database {DATABASE}; redis db {REDIS_DB}")
+    stack.fresh_database()
+    stack.seed()
+    stack.start_services()
+    stack.configure()
+    for name in stack.agent_tokens:
+        stack.start_agent(name)
+    say(
+        f"stack up at {stack.url}: gunicorn x2, celery worker, beat, "
+        f"{args.agents} agents x {args.gpus} GPUs"
+    )
+    load = Load(stack, args.seed)
+    CHAOS = Chaos(stack, args.kill_every, args.seed)
+    started = time.monotonic()
+    threads = [
+        threading.Thread(target=load.worker, args=(i,), daemon=True) for i in range(args.threads)
+    ]
+    threads.append(threading.Thread(target=CHAOS.run, daemon=True))
+    for thread in threads:
+        thread.start()
+    try:
+        end = started + args.minutes * 60
+        while time.monotonic() < end:
+            time.sleep(min(15, max(0.1, end - time.monotonic())))
+            say(
+                f"load: {dict(load.actions)}; answers {dict(stack.api.answers)}; "
+                f"kills {dict(CHAOS.kills)}"
+            )
+        load.stop.set()
+        CHAOS.stop.set()
+        for thread in threads:
+            thread.join(60)
+        for name in stack.agent_tokens:  # every host back for the drain
+            if stack.processes[name].poll() is not None:
+                stack.start_agent(name)
+        figures = check(stack, load, started, time.monotonic() + args.drain_minutes * 60)
+    finally:
+        stack.stop()
+    print(json.dumps(figures, indent=2))
+    failed = [name for name, ok in figures["checks"].items() if not ok]
+    if not args.keep:
+        shutil.rmtree(stack.dir, ignore_errors=True)
+    say("FAILED: " + ", ".join(failed) if failed else "all checks passed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
