@@ -363,6 +363,7 @@ class Load:
     def __init__(self, stack: Stack, seed: int):
         self.stack, self.api = stack, stack.api
         self.accepted: set[str] = set()
+        self.recent: list[str] = []  # bumps and terminations go to jobs likely still active
         self.tokens_used: dict[str, str] = {}
         self.actions: Counter = Counter()
         self.lock = threading.Lock()
@@ -427,13 +428,14 @@ class Load:
             if answer is not None:
                 with self.lock:
                     self.accepted.add(answer["id"])
+                    self.recent = [*self.recent[-49:], answer["id"]]
                     self.tokens_used[answer["id"]] = user
                 self.actions["submit"] += 1
                 return
 
     def pick(self, rng: random.Random) -> str:
         with self.lock:
-            return rng.choice(sorted(self.accepted))
+            return rng.choice(self.recent)
 
     def owner(self, job: str) -> str:
         return self.tokens_used[job]

@@ -55,6 +55,12 @@ class RegisterSerializer(serializers.Serializer):
 
 class HeartbeatSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=128)
+    running = serializers.ListField(
+        child=serializers.IntegerField(min_value=1),
+        required=False,
+        max_length=4096,
+        help_text="placements the agent runs now; others of ended attempts are closed",
+    )
 
 
 class ReportSerializer(serializers.Serializer):
@@ -101,7 +107,8 @@ class HeartbeatView(AgentView):
     serializer_class = HeartbeatSerializer
 
     def post(self, request):
-        return Response(services.heartbeat(request.auth, self.parsed(request)["name"]))
+        data = self.parsed(request)
+        return Response(services.heartbeat(request.auth, data["name"], data.get("running")))
 
 
 class ReportView(AgentView):

@@ -222,14 +222,24 @@ def desired_placements(host: GpuHost) -> list[dict]:
     return result
 
 
-def heartbeat(token: AgentToken, name: str) -> dict:
-    """What should run on the host, and the lease: how long the agent may go unheard."""
+def heartbeat(token: AgentToken, name: str, running: list[int] | None = None) -> dict:
+    """What should run on the host, and the lease: how long the agent may go unheard.
+
+    `running` lists the placements the agent runs now. A rank whose attempt ended before the
+    agent ever started it (preempted or terminated at once) gets no exit report; the agent's
+    word that it does not run it closes it, so it never holds back its job's retry.
+    """
     host = _host(token, name)
     was_lost = host.state == HostState.LOST
-    GpuHost.objects.filter(pk=host.pk).update(last_heartbeat=timezone.now())
+    now = timezone.now()
+    GpuHost.objects.filter(pk=host.pk).update(last_heartbeat=now)
     if was_lost:
         # A lost host keeps nothing: its jobs were failed over. It must register again.
         raise InvalidInput({"name": f"host {name} was marked LOST; register it again"})
+    if running is not None:
+        Placement.objects.filter(
+            host=host, exited_at__isnull=True, attempt__stopped_at__isnull=False
+        ).exclude(pk__in=running).update(exited_at=now)
     return {"placements": desired_placements(host), "lease_seconds": settings.QP_HOST_TIMEOUT}
 
 

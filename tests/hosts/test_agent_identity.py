@@ -190,3 +190,34 @@ def test_the_agent_needs_a_token_from_the_environment_or_a_file(tmp_path, capsys
     assert main([*base, "--token-file", str(tmp_path / "missing")]) == 2
     assert "cannot read --token-file" in capsys.readouterr().err
     assert main([*base, "--run-as", "no-such-user-here"]) == 2
+
+
+def test_a_rank_ended_before_its_agent_started_it_is_closed_by_the_agents_word(people, agents):
+    """Found by the soak: a rank preempted before it started gets no exit report, and held
+    back its job's retries for ever. The heartbeat's list of what runs closes it."""
+    tokens = {name: agents.token(name) for name in ("gpu-1", "gpu-2")}
+    agents.register(tokens["gpu-1"], "gpu-1", gpus=1)
+    job = dispatch(people, agents, retry_attempts=3)
+    never_started = Placement.objects.get(attempt__job=job)
+    from quotaportal.quotas.services.lifecycle import end_attempt
+
+    end_attempt(job, succeeded=False, status_reason="Exited with code 1")
+    host_services.set_host_state(people.admin, GpuHost.objects.get(name="gpu-1"), "DRAINING")
+    agents.register(tokens["gpu-2"], "gpu-2", gpus=1)
+    services.run_tick(agents.queue.id)
+    retry = Placement.objects.get(attempt__job=job, attempt__number=2)
+
+    def beat(host, running):
+        body = {"name": host, "running": running}
+        return [
+            p["placement"]
+            for p in agents.call(tokens[host], "heartbeat", body).json()["placements"]
+        ]
+
+    assert beat("gpu-2", []) == []
+    assert beat("gpu-1", [never_started.pk]) == [], "it says it runs it: still open"
+    assert beat("gpu-2", []) == []
+    assert beat("gpu-1", []) == []
+    never_started.refresh_from_db()
+    assert never_started.exited_at is not None
+    assert beat("gpu-2", []) == [retry.pk]

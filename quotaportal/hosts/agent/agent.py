@@ -87,7 +87,7 @@ class Agent:
                     self.register()
                     registered = True
                 self.flush_reports()
-                answer = self.client.heartbeat(self.name)
+                answer = self.client.heartbeat(self.name, sorted(self.running))
                 self.contact(answer)
                 self.reconcile(answer["placements"])
                 backoff = self.interval

@@ -51,9 +51,12 @@ class Client:
             {"name": name, "capacity_unit": capacity_unit, "gpus": gpus, "address": address},
         )
 
-    def heartbeat(self, name: str) -> dict:
+    def heartbeat(self, name: str, running: list[int] | None = None) -> dict:
         """{"placements": what should run here, "lease_seconds": how long silence may last}."""
-        return self.post("heartbeat/", {"name": name})
+        body = {"name": name}
+        if running is not None:
+            body["running"] = running
+        return self.post("heartbeat/", body)
 
     def report(
         self,
