@@ -210,5 +210,7 @@ LOGGING = {
     "loggers": {
         "django": {"handlers": ["stderr"], "level": "WARNING", "propagate": False},
         "django.request": {"handlers": ["stderr"], "level": "ERROR", "propagate": False},
+        # The embedded default's in-memory broker makes kombu warn about a missing host name.
+        "kombu.connection": {"level": "ERROR"},
     },
 }
