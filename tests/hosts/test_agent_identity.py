@@ -190,6 +190,8 @@ def test_the_agent_needs_a_token_from_the_environment_or_a_file(tmp_path, capsys
     assert main([*base, "--token-file", str(tmp_path / "missing")]) == 2
     assert "cannot read --token-file" in capsys.readouterr().err
     assert main([*base, "--run-as", "no-such-user-here"]) == 2
+    assert main([*base, "--token", "secret"]) == 2
+    assert "--token is not accepted" in capsys.readouterr().err
 
 
 def test_a_rank_ended_before_its_agent_started_it_is_closed_by_the_agents_word(people, agents):

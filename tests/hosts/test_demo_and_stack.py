@@ -119,8 +119,12 @@ def test_every_compose_command_exists_in_the_project(repo):
     assert "celery" in commands["beat"][0]
     assert "beat" in commands["beat"]
     compose = yaml.safe_load((repo / "docker-compose.yml").read_text())
-    for service in ("postgres", "redis", "web", "worker"):
+    for service in ("postgres", "redis", "web", "worker", "beat"):
         assert "healthcheck" in compose["services"][service], f"{service} has a health check"
+    for agent in ("agent-1", "agent-2"):
+        service = compose["services"][agent]
+        assert set(service["environment"]) == {"QP_AGENT_TOKEN"}, "only its own token"
+        assert "--token" not in service["command"]
 
 
 def test_the_agent_says_to_simulate_when_there_are_no_gpus(capsys, monkeypatch):

@@ -34,6 +34,7 @@ def parse(argv):
         help=f"file holding the agent token (default: the {TOKEN_VARIABLE} environment variable);"
         " keep it readable only by the agent's user",
     )
+    parser.add_argument("--token", help=argparse.SUPPRESS)  # refused below, with the reason
     parser.add_argument(
         "--run-as",
         metavar="USER",
@@ -103,6 +104,13 @@ def job_user(name: str | None) -> tuple[JobUser | None, str]:
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    if args.token is not None:
+        print(
+            f"error: --token is not accepted: every process on this host can read a command "
+            f"line. Set {TOKEN_VARIABLE} or pass --token-file FILE (readable only by you).",
+            file=sys.stderr,
+        )
+        return 2
     token, error = read_token(args.token_file)
     user, user_error = job_user(args.run_as)
     if error or user_error:
