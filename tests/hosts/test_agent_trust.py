@@ -17,7 +17,6 @@ import pytest
 from quotaportal.hosts.models import GpuHost, Placement
 from quotaportal.quotas import services
 from quotaportal.quotas.models import Job
-from tests.conftest import add_share, build_queue
 from tests.hosts.test_agents import Fleet, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -35,17 +34,8 @@ class ManualFleet(Fleet):
     """Agents against the live server, ticked by hand so a test controls every step."""
 
     def __init__(self, people, live_server, tmp_path):
-        self.env, self.queue = build_queue(
-            people.admin,
-            unit="gpu1",
-            capacity=8,
-            backend="LOCAL",
-            env_name="local",
-            preemption_grace_seconds=2,
-        )
-        add_share(people.admin, self.queue, "a", "vision", 8, "LEND_AND_BORROW", unit="gpu1")
-        self.tokens, self.agents, self.admin = {}, {}, people.admin
-        self.url, self.tmp = live_server.url, tmp_path
+        shares = (("a", "vision", 8, "LEND_AND_BORROW"),)
+        super().__init__(people, live_server, tmp_path, grace=2, shares=shares)
         # A work dir every user may pass through, for jobs run as another user.
         self.shared = Path(tempfile.mkdtemp(prefix="qp-trust-", dir="/tmp"))
         self.shared.chmod(0o711)
@@ -76,6 +66,14 @@ def manual(people, live_server, tmp_path, settings):
 def read_pid(path: Path) -> int:
     wait_until(lambda: path.exists() and path.read_text().strip(), what=f"{path} to be written")
     return int(path.read_text())
+
+
+def run_sleeper(manual, name: str) -> tuple[Job, int]:
+    """A job that sleeps two minutes, RUNNING; and its process id."""
+    marker = manual.shared / f"{name}.pid"
+    job = manual.submit(name=name, command=f"echo $$ > {marker}; exec sleep 120", retry_attempts=2)
+    manual.run_until(job, "RUNNING")
+    return job, read_pid(marker)
 
 
 def test_a_job_that_cannot_start_fails_alone_and_the_agent_keeps_serving(manual):
@@ -170,12 +168,7 @@ def test_a_killed_agents_jobs_stop_and_the_retry_never_runs_beside_them(manual):
 
 def test_a_restarted_agent_stops_the_jobs_an_earlier_one_left_before_it_registers(manual):
     manual.start_agent("host-1", 2)
-    marker = manual.shared / "orphan.pid"
-    job = manual.submit(
-        name="orphan", command=f"echo $$ > {marker}; exec sleep 120", retry_attempts=2
-    )
-    manual.run_until(job, "RUNNING")
-    pid = read_pid(marker)
+    job, pid = run_sleeper(manual, "orphan")
     shim = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[2])  # its pgid
     # The worst case: the agent and the job's shim both die, so nothing stops the job...
     os.kill(shim, signal.SIGKILL)
@@ -230,12 +223,7 @@ def test_an_agent_out_of_contact_stops_its_jobs_before_the_server_gives_up_on_it
     relay = Cutoff(manual.url)
     manual.url = relay.url
     manual.start_agent("host-1", 2)
-    marker = manual.shared / "leased.pid"
-    job = manual.submit(
-        name="leased", command=f"echo $$ > {marker}; exec sleep 120", retry_attempts=2
-    )
-    manual.run_until(job, "RUNNING")
-    pid = read_pid(marker)
+    job, pid = run_sleeper(manual, "leased")
     relay.open.clear()  # the server stops answering this agent
     # Lease 4 s: the agent stops its jobs after 2 s of silence, before the host is LOST at 4 s.
     wait_until(lambda: not pid_alive(pid), timeout=8, what="the agent to stop its job")

@@ -32,18 +32,21 @@ def wait_until(check, timeout=30.0, what="condition"):
     raise AssertionError(f"timed out waiting for {what}")
 
 
+TWO_SHARES = (("a", "vision", 2, "LEND_AND_BORROW"), ("b", "nlp", 2, "LEND"))
+
+
 class Fleet:
-    def __init__(self, people, live_server, tmp_path):
+    def __init__(self, people, live_server, tmp_path, *, grace: int = 5, shares=TWO_SHARES):
         self.env, self.queue = build_queue(
             people.admin,
             unit="gpu1",
             capacity=8,
             backend="LOCAL",
             env_name="local",
-            preemption_grace_seconds=5,
+            preemption_grace_seconds=grace,
         )
-        add_share(people.admin, self.queue, "a", "vision", 2, "LEND_AND_BORROW", unit="gpu1")
-        add_share(people.admin, self.queue, "b", "nlp", 2, "LEND", unit="gpu1")
+        for name, team, limit, strategy in shares:
+            add_share(people.admin, self.queue, name, team, limit, strategy, unit="gpu1")
         self.tokens: dict[str, str] = {}
         self.url, self.tmp = live_server.url, tmp_path
         self.agents: dict[str, subprocess.Popen] = {}

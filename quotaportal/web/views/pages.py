@@ -38,36 +38,23 @@ def _admin_action(request, action, *args) -> None:
         messages.error(request, err.message)
 
 
-@login_required
-@require_POST
-def host_release(request, pk):
-    host = get_object_or_404(GpuHost, pk=pk)
-    _admin_action(request, host_services.release_host, host)
-    return redirect("host-list")
+def _post_action(model, service, *fields):
+    """A POST-only page action on one object: the service checks the role; back to hosts."""
+
+    @login_required
+    @require_POST
+    def view(request, pk):
+        target = get_object_or_404(model, pk=pk)
+        _admin_action(request, service, target, *(request.POST.get(f, "") for f in fields))
+        return redirect("host-list")
+
+    return view
 
 
-@login_required
-@require_POST
-def host_delete(request, pk):
-    host = get_object_or_404(GpuHost, pk=pk)
-    _admin_action(request, host_services.delete_host, host)
-    return redirect("host-list")
-
-
-@login_required
-@require_POST
-def agent_token_revoke(request, pk):
-    token = get_object_or_404(AgentToken, pk=pk)
-    _admin_action(request, host_services.revoke_agent_token, token)
-    return redirect("host-list")
-
-
-@login_required
-@require_POST
-def host_state(request, pk):
-    host = get_object_or_404(GpuHost, pk=pk)
-    _admin_action(request, host_services.set_host_state, host, request.POST.get("state", ""))
-    return redirect("host-list")
+host_state = _post_action(GpuHost, host_services.set_host_state, "state")
+host_release = _post_action(GpuHost, host_services.release_host)
+host_delete = _post_action(GpuHost, host_services.delete_host)
+agent_token_revoke = _post_action(AgentToken, host_services.revoke_agent_token)
 
 
 @login_required
