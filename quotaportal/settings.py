@@ -136,6 +136,9 @@ AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 
+# The submit form's suggested command (`manage.py demo` sets a watchable demo job).
+QP_EXAMPLE_COMMAND = os.environ.get("QP_EXAMPLE_COMMAND", "")
+
 # Scheduler loop and host health (DESIGN.md §7).
 QP_TICK_SECONDS = envint("QP_TICK_SECONDS", 2)
 QP_HOST_TIMEOUT = envint("QP_HOST_TIMEOUT", 30)
@@ -203,14 +206,30 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {
-        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(process)d: %(message)s"}
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(process)d: %(message)s"},
+        "server": {
+            "()": "django.utils.log.ServerFormatter",
+            "format": "[{server_time}] {message}",
+            "style": "{",
+        },
     },
-    "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"quiet_agents": {"()": "quotaportal.logs.QuietAgentRequests"}},
+    "handlers": {
+        "stderr": {"class": "logging.StreamHandler", "formatter": "plain"},
+        "server": {
+            "class": "logging.StreamHandler",
+            "formatter": "server",
+            "filters": ["quiet_agents"],
+        },
+    },
     "root": {"handlers": ["stderr"], "level": os.environ.get("QP_LOG_LEVEL", "WARNING")},
     "loggers": {
         "django": {"handlers": ["stderr"], "level": "WARNING", "propagate": False},
         "django.request": {"handlers": ["stderr"], "level": "ERROR", "propagate": False},
         # The embedded default's in-memory broker makes kombu warn about a missing host name.
         "kombu.connection": {"level": "ERROR"},
+        # runserver's request lines, without the agents' heartbeats (QP_LOG_LEVEL=DEBUG and
+        # the quotaportal.agents logger bring them back).
+        "django.server": {"handlers": ["server"], "level": "INFO", "propagate": False},
     },
 }

@@ -13,6 +13,7 @@ from datetime import datetime
 from functools import partial
 from itertools import compress
 from operator import is_, itemgetter
+from uuid import UUID
 
 from django.db import connection
 from django.db.models import Count, Sum
@@ -251,6 +252,7 @@ def _start_jobs(queue: JobQueue, plan: Plan, now: datetime) -> list[str]:
     JobAttempt.objects.bulk_create(
         JobAttempt(job_id=i, number=numbers.get(i, 0) + 1, started_at=now) for i in sorted(ready)
     )
+    shares = dict(Job.objects.filter(id__in=list(ready)).values_list("id", "quota_share_id"))
     Event.objects.bulk_create(
         Event(
             time=now,
@@ -258,7 +260,13 @@ def _start_jobs(queue: JobQueue, plan: Plan, now: datetime) -> list[str]:
             kind=EventKind.DISPATCHED,
             job_id=i,
             job_queue=queue,
-            detail={"borrowing": wanted[i].borrowing},
+            share_id=shares.get(UUID(i)),
+            detail={
+                "borrowing": wanted[i].borrowing,
+                # Who made room for it, so its timeline can name them.
+                "preempted": [p.job_id for p in wanted[i].preempted],
+                "preemption_kind": wanted[i].preempted[0].kind.value if wanted[i].preempted else "",
+            },
         )
         for i in sorted(ready)
     )
@@ -322,6 +330,7 @@ def _preempt(job: Job, preemption, queue: JobQueue, now: datetime) -> list[Event
             kind=PREEMPTION_EVENTS[preemption.kind],
             job=job,
             job_queue=queue,
+            share_id=job.quota_share_id,
             detail={"preempted_by": preemption.preemptor_id, "reason": reason},
         )
     ]
@@ -333,6 +342,7 @@ def _preempt(job: Job, preemption, queue: JobQueue, now: datetime) -> list[Event
                 kind=EventKind.FAILED,
                 job=job,
                 job_queue=queue,
+                share_id=job.quota_share_id,
                 detail={"reason": RETRIES_EXHAUSTED},
             )
         )

@@ -81,6 +81,23 @@ def share_utilization(
     return result
 
 
+def overcommitted_units(queue: JobQueue) -> list[str]:
+    """Units whose ENABLED share limits add up to more than the environment's capacity: allowed
+    (AWS allows it), but every share cannot have its whole limit at once, so say so."""
+    capacity = bridge.environment_limits(queue.service_environment)
+    totals = dict(
+        ShareCapacityLimit.objects.filter(share__job_queue=queue, share__state="ENABLED")
+        .values_list("capacity_unit__name")
+        .annotate(total=Sum("max_capacity"))
+    )
+    return [
+        f"limits on {unit} total {total} on {capacity.get(unit, 0)} instance"
+        f"{'s' if capacity.get(unit, 0) != 1 else ''}"
+        for unit, total in sorted(totals.items())
+        if total > capacity.get(unit, 0)
+    ]
+
+
 def _ahead_in_share():
     """Correlated count of RUNNABLE jobs ahead of the outer job in its share's order."""
     same = Job.objects.filter(quota_share_id=OuterRef("quota_share_id"), status=JobStatus.RUNNABLE)
@@ -220,7 +237,7 @@ def recent_preemptions(queue: JobQueue, limit: int = 8):
     kinds = ("preempted_cross_share", "preempted_in_share")
     return list(
         Event.objects.filter(job_queue=queue, kind__in=kinds)
-        .select_related("job")
+        .select_related("job", "share")
         .order_by("-time", "-id")[:limit]
     )
 

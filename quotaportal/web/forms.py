@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
+
 from django import forms
+from django.conf import settings
 
 from quotaportal.quotas.errors import ServiceError
 from quotaportal.quotas.models import CapacityUnit, JobQueue, QuotaShare, State, Strategy, Team
@@ -13,10 +16,31 @@ from scheduler.validation import MAX_BORROW_LIMIT
 LIMIT_ROWS = 5
 
 
+# Service messages name API fields; a form shows the words on its labels instead.
+FIELD_WORDS = {
+    "max_capacity": "max capacity",
+    "borrow_limit": "borrow limit",
+    "sharing_strategy": "sharing strategy",
+    "capacity_limits": "capacity limits",
+    "scheduling_priority": "priority",
+    "quota_share": "quota share",
+    "capacity_unit": "capacity unit",
+    "retry_attempts": "retry attempts",
+    "preemption_retries_before_termination": "preemption retries",
+    "simulated_duration_seconds": "simulated duration",
+}
+API_WORD = re.compile(r"\b(" + "|".join(FIELD_WORDS) + r")\b")
+
+
+def in_plain_words(message: str) -> str:
+    text = API_WORD.sub(lambda m: FIELD_WORDS[m.group(1)], message)
+    return text[:1].upper() + text[1:]
+
+
 def show_service_errors(form: forms.Form, err: ServiceError) -> None:
     """Put each service message next to its field (or at the top when no field matches)."""
     for field, message in err.errors.items():
-        form.add_error(field if field in form.fields else None, message)
+        form.add_error(field if field in form.fields else None, in_plain_words(message))
 
 
 class JobSubmitForm(forms.Form):
@@ -45,7 +69,8 @@ class JobSubmitForm(forms.Form):
         max_length=MAX_COMMAND_BYTES,
         strip=False,
         widget=forms.Textarea(attrs={"rows": 2}),
-        help_text="Run on the GPU host (LOCAL environments).",
+        help_text="Run on the GPU host (LOCAL environments), as `sh -c`. The demo prefills a "
+        "job that prints progress for two minutes and checkpoints when preempted.",
     )
     retry_attempts = forms.IntegerField(min_value=1, max_value=10, initial=1)
     preemption_retries_before_termination = forms.IntegerField(
@@ -63,6 +88,7 @@ class JobSubmitForm(forms.Form):
 
     def __init__(self, *args, user, **kwargs):
         super().__init__(*args, **kwargs)
+        self.fields["command"].initial = settings.QP_EXAMPLE_COMMAND
         shares = QuotaShare.objects.select_related("job_queue").filter(state=State.ENABLED)
         if not is_platform_admin(user):
             shares = shares.filter(team_id__in=team_ids(user))

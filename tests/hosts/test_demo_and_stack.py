@@ -60,8 +60,14 @@ def test_the_demo_serves_runs_a_job_to_success_and_stops_cleanly(repo, tmp_path)
         token = None
         deadline = time.monotonic() + 90
         while token is None and time.monotonic() < deadline:
-            found = [re.search(r"^\s+admin\s+password \S+\s+token (\w+)", line) for line in lines]
-            token = next((m.group(1) for m in found if m), None)
+            token = next(
+                (
+                    m.group(1)
+                    for line in lines
+                    if (m := re.search(r"^\s+admin\s+password \S+\s+token (\w+)", line))
+                ),
+                None,
+            )
             time.sleep(0.3)
         assert token, "the demo printed no admin login:\n" + "".join(lines)
         base = f"http://127.0.0.1:{port}"
@@ -75,15 +81,45 @@ def test_the_demo_serves_runs_a_job_to_success_and_stops_cleanly(repo, tmp_path)
             time.sleep(1)
         assert succeeded, "no demo job reached SUCCEEDED:\n" + "".join(lines[-40:])
         assert succeeded[0]["attempts"][0]["placements"][0]["output_tail"].rstrip().endswith("done")
+        assert any("team research, submits to QS1" in line for line in lines)
+        readme_curl_submits_a_job(repo, base, login_token(lines, "alice"))
+        running = get_json(f"{base}/api/v1/jobs/?status=RUNNING", token)["count"]
     finally:
         os.killpg(demo.pid, signal.SIGINT)  # Ctrl-C in the terminal reaches the whole group
+        # Every job is signalled at once: the stop takes one grace period at most (the demo
+        # jobs checkpoint at once), never one per job; 30 s is the queue's grace.
         try:
-            demo.wait(timeout=60)
+            demo.wait(timeout=25)
         except subprocess.TimeoutExpired:
             os.killpg(demo.pid, signal.SIGKILL)
             raise
+    assert running >= 1, "jobs were running when Ctrl-C came"
     with socket.socket() as probe:
         assert probe.connect_ex(("127.0.0.1", port)) != 0, "the web server stopped"
+    assert not any("/api/v1/agent/heartbeat/" in line for line in lines), "heartbeats are DEBUG"
+
+
+def login_token(lines: list[str], user: str) -> str:
+    found = [re.search(rf"^\s+{user}\s+password \S+\s+token (\w+)", line) for line in lines]
+    return next(m.group(1) for m in found if m)
+
+
+def readme_curl_submits_a_job(repo: Path, base: str, token: str) -> None:
+    """The README's curl example, exactly as written, against this demo."""
+    readme = (repo / "README.md").read_text()
+    block = re.search(r"```sh\nTOKEN=\.\.\..*?\n(curl .*?)\n```", readme, re.S).group(1)
+    command = block.replace("http://127.0.0.1:8000", base)
+    done = subprocess.run(
+        ["bash", "-c", command + " --fail-with-body --silent --show-error"],
+        env={**os.environ, "TOKEN": token},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    created = json.loads(done.stdout)
+    assert (created["job_queue"], created["quota_share"]) == ("gpu-queue", "QS1")
+    assert created["status"] in ("RUNNABLE", "SCHEDULED"), "queued (or dispatched at once)"
 
 
 def compose_commands(repo: Path) -> dict[str, list[str]]:

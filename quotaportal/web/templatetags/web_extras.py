@@ -44,6 +44,13 @@ def share_bar(figures) -> str:
     )
     label = (
         f"{figures['own']} own, {figures['borrowed']} borrowed, {figures['lent']} lent out, "
-        f"{figures['idle']} idle"
+        f"{figures['idle']} idle; limit {figures['limit']}"
     )
-    return format_html('<div class="bar" role="img" aria-label="{}">{}</div>', label, parts)
+    total = sum(n for _, n, _ in figures["segments"]) or 1
+    # A mark where the share's limit falls, so "2 used of 1" shows in the bar too.
+    mark = format_html(
+        '<i class="limit" style="left: {}%" title="limit {}"></i>',
+        round(100 * figures["limit"] / total, 2),
+        figures["limit"],
+    )
+    return format_html('<div class="bar" role="img" aria-label="{}">{}{}</div>', label, parts, mark)

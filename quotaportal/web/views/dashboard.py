@@ -13,6 +13,7 @@ from django.utils import timezone
 from quotaportal.quotas import selectors
 from quotaportal.quotas.models import JobQueue
 from quotaportal.web.charts import usage_chart
+from quotaportal.web.events import describe
 
 HISTORY = timedelta(hours=1)
 
@@ -27,6 +28,7 @@ def dashboard(request):
     if queue is not None:
         now = timezone.now()
         data = selectors.queue_dashboard(queue, since=now - HISTORY)
+        data["preemptions"] = describe(data["preemptions"])
         context |= data | {
             "chart": usage_chart(data["history"], data["capacity"], now),
             "jobs_url": f"{reverse('job-list')}?queue={quote(queue.name)}&share=",

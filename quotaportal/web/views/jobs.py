@@ -12,6 +12,7 @@ from quotaportal.quotas import selectors, services
 from quotaportal.quotas.errors import Conflict, Forbidden, InvalidInput
 from quotaportal.quotas.models import Job, JobQueue, JobStatus, QuotaShare
 from quotaportal.quotas.permissions import can_change_job, can_read_output
+from quotaportal.web.events import describe
 from quotaportal.web.forms import JobSubmitForm, PriorityForm, TerminateForm, show_service_errors
 from quotaportal.web.views.common import forbid_on, paginate, query_without_page
 
@@ -28,6 +29,15 @@ PLAIN_REASONS = {
     "BEHIND_SHARE_HEAD": "An earlier job of its share waits first (strict ordering).",
     "NO_CAPACITY_LIMIT_FOR_UNIT": "Its share has no limit for this capacity unit: it cannot start.",
 }
+SHORT_REASONS = {  # the jobs list's column: the same reasons in a few words
+    "WAITING_FOR_CAPACITY": "waiting for capacity",
+    "SHARE_AT_LIMIT": "share at its limit",
+    "BORROW_LIMIT_REACHED": "borrow limit reached",
+    "NOTHING_TO_BORROW": "nothing idle to borrow",
+    "EXCEEDS_SHARE_CEILING": "can never start: too big for its share",
+    "BEHIND_SHARE_HEAD": "behind an earlier job",
+    "NO_CAPACITY_LIMIT_FOR_UNIT": "can never start: no limit for its unit",
+}
 
 
 def _decorate(user, jobs) -> None:
@@ -35,6 +45,7 @@ def _decorate(user, jobs) -> None:
     for job in jobs:
         job.can_change = can_change_job(user, job) and not job.is_final
         job.position_in_share, job.position_in_queue = positions.get(job.pk, (None, None))
+        job.reason_short = SHORT_REASONS.get(job.pending_reason, job.pending_reason)
 
 
 @login_required
@@ -90,20 +101,26 @@ def job_submit(request):
     return render(request, "web/job_submit.html", {"form": form}, status=status)
 
 
+def _detail_context(request, job: Job, form: PriorityForm | None = None) -> dict:
+    _decorate(request.user, [job])
+    return {
+        "job": job,
+        "reason_text": PLAIN_REASONS.get(job.pending_reason, ""),
+        "events": describe(job.events.select_related("actor", "share").order_by("time", "id")),
+        "attempts": job.attempts.select_related("host").prefetch_related("placements__host"),
+        "can_read_output": can_read_output(request.user, job),
+        "priority_form": form
+        or PriorityForm(initial={"scheduling_priority": job.scheduling_priority}),
+        "terminate_form": TerminateForm(),
+    }
+
+
 @login_required
 def job_detail(request, pk):
     job = get_object_or_404(selectors.visible_jobs(request.user), pk=pk)
-    _decorate(request.user, [job])
-    context = {
-        "job": job,
-        "reason_text": PLAIN_REASONS.get(job.pending_reason, ""),
-        "events": job.events.select_related("actor").order_by("time", "id"),
-        "attempts": job.attempts.select_related("host").prefetch_related("placements__host"),
-        "can_read_output": can_read_output(request.user, job),
-        "priority_form": PriorityForm(initial={"scheduling_priority": job.scheduling_priority}),
-        "terminate_form": TerminateForm(),
-    }
-    template = "web/job_detail.html#status" if request.htmx else "web/job_detail.html"
+    context = _detail_context(request, job)
+    # Status, reason, position, timeline and attempts refresh together while the job is live.
+    template = "web/job_detail.html#live" if request.htmx else "web/job_detail.html"
     return render(request, template, context)
 
 
@@ -112,24 +129,37 @@ def job_detail(request, pk):
 def job_priority(request, pk):
     job = get_object_or_404(Job, pk=pk)
     form = PriorityForm(request.POST)
-    status = 200
+    status, done = 400, ""
     if form.is_valid():
+        priority = form.cleaned_data["scheduling_priority"]
         try:
-            services.set_priority(request.user, job, form.cleaned_data["scheduling_priority"])
+            services.set_priority(request.user, job, priority)
         except Forbidden as err:
             forbid_on(err)
         except (InvalidInput, Conflict) as err:
             show_service_errors(form, err)
             status = err.status
-    else:
-        status = 400
-    job.refresh_from_db()
+        else:
+            status, done = 200, f"Priority set to {priority}."
+    job = get_object_or_404(selectors.visible_jobs(request.user), pk=pk)
+    if not request.htmx:
+        if status == 200:
+            messages.success(request, f"{job.name}: {done}")
+            return redirect("job-detail", pk=job.pk)
+        # Without htmx, a bad value shows the whole job page with the error by its field.
+        return render(
+            request, "web/job_detail.html", _detail_context(request, job, form), status=status
+        )
     _decorate(request.user, [job])
-    if status == 200 and not request.htmx:
-        return redirect("job-detail", pk=job.pk)
-    return render(
-        request, "web/job_detail.html#priority", {"job": job, "priority_form": form}, status=status
+    response = render(
+        request,
+        "web/job_detail.html#priority",
+        {"job": job, "priority_form": form, "done": done},
+        status=status,
     )
+    if done:
+        response["HX-Trigger"] = "job-changed"  # the job page's live part refreshes now
+    return response
 
 
 @login_required

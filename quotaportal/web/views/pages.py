@@ -12,6 +12,7 @@ from quotaportal.hosts.models import AgentToken, GpuHost
 from quotaportal.quotas.errors import Conflict, Forbidden, InvalidInput
 from quotaportal.quotas.models import Backend, Event, EventKind, ServiceEnvironment
 from quotaportal.quotas.permissions import is_platform_admin
+from quotaportal.web.events import LABELS, describe
 from quotaportal.web.views.common import forbid_on, paginate, query_without_page
 
 
@@ -90,12 +91,13 @@ def audit_log(request):
     if kind in EventKind.values:
         events = events.filter(kind=kind)
     page = paginate(request, events, size=50)
+    page.object_list = describe(page.object_list)
     return render(
         request,
         "web/audit.html",
         {
             "page": page,
-            "kinds": EventKind.values,
+            "kinds": [(k, LABELS.get(k, k)) for k in EventKind.values],
             "kind": kind,
             "query": query_without_page(request),
         },

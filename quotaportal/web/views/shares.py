@@ -24,8 +24,14 @@ def _require_admin(request) -> None:
 @login_required
 def share_list(request):
     _require_admin(request)
-    queues = JobQueue.objects.order_by("name").prefetch_related("quota_shares__team")
+    queues = list(
+        JobQueue.objects.order_by("name")
+        .select_related("service_environment")
+        .prefetch_related("quota_shares__team")
+    )
     utilization = {q.pk: selectors.share_utilization(q) for q in queues}
+    for queue in queues:
+        queue.overcommitted = selectors.overcommitted_units(queue)
     return render(request, "web/shares.html", {"queues": queues, "utilization": utilization})
 
 

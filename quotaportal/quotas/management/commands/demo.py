@@ -9,6 +9,7 @@ Ctrl-C stops everything.
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -57,6 +58,12 @@ class Command(BaseCommand):
         )
         token = host_services.create_agent_token(None, ServiceEnvironment.objects.get(name="demo"))
         url = f"http://127.0.0.1:{port}"
+        # The submit form offers a job worth watching: it runs two minutes, printing progress,
+        # and checkpoints when preempted (RUNNABLE -> RUNNING -> preempted -> resumed).
+        settings.QP_EXAMPLE_COMMAND = (
+            settings.QP_EXAMPLE_COMMAND
+            or f"{shlex.quote(sys.executable)} -m quotaportal.hosts.demo_job --seconds 120"
+        )
         self.banner(url, seeded.getvalue())
         loop = SchedulerLoop(period=settings.QP_TICK_SECONDS)
         loop.start()

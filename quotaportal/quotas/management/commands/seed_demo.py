@@ -35,6 +35,14 @@ USERS = [
 ]
 
 
+def role_of(teams: list[str], admin: bool) -> str:
+    """Who a demo user is: "(admin)" or "team research, submits to QS1"."""
+    if admin:
+        return "(admin: edits shares, sees everything)"
+    owned = [name for name, team, *_ in SHARES if team in teams]
+    return f"team {', '.join(teams)}, submits to {', '.join(owned) or 'no share'}"
+
+
 class Command(BaseCommand):
     help = "Seed the demo: AWS's walkthrough shares on a SIMULATED environment, teams and users."
 
@@ -56,8 +64,7 @@ class Command(BaseCommand):
             secret = password or secrets.token_urlsafe(9)
             _, token = services.create_user(username, teams=teams, admin=admin, password=secret)
             self.stdout.write(
-                f"user {username:<6} password {secret}  token {token}"
-                f"{'  (admin)' if admin else '  teams: ' + ', '.join(teams)}"
+                f"user {username:<6} password {secret}  token {token}  {role_of(teams, admin)}"
             )
         if jobs:
             self.submit_examples(queue)

@@ -1,0 +1,134 @@
+"""Audit events as sentences a person reads: who did what, and for a preemption both sides,
+with links. The job page's timeline, the dashboard and the audit log all use these."""
+
+from __future__ import annotations
+
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
+
+from quotaportal.quotas.models import Job
+
+LABELS = {
+    "submitted": "Submitted",
+    "dispatched": "Dispatched",
+    "started": "Started",
+    "preempted_cross_share": "Preempted (cross-share)",
+    "preempted_in_share": "Preempted (in-share)",
+    "priority_changed": "Priority changed",
+    "retried": "Failed; will retry",
+    "succeeded": "Succeeded",
+    "failed": "Failed",
+    "terminated": "Terminated",
+    "share_created": "Share created",
+    "share_changed": "Share changed",
+    "share_deleted": "Share deleted",
+    "resource_changed": "Settings changed",
+}
+
+
+def _job_link(job_id: str, names: dict) -> str:
+    name, share = names.get(str(job_id), ("a job since deleted", ""))
+    link = format_html('<a href="{}">{}</a>', reverse("job-detail", args=[job_id]), name)
+    return format_html("{} ({})", link, share) if share else link
+
+
+def _jobs_named(events) -> dict[str, tuple[str, str]]:
+    wanted = set()
+    for event in events:
+        detail = event.detail if isinstance(event.detail, dict) else {}
+        if detail.get("preempted_by"):
+            wanted.add(str(detail["preempted_by"]))
+        wanted.update(str(i) for i in detail.get("preempted", []) or [])
+    rows = Job.objects.filter(pk__in=wanted).values_list("pk", "name", "share_name")
+    return {str(pk): (name, share) for pk, name, share in rows}
+
+
+def _sentence(event, names: dict) -> str:
+    d = event.detail if isinstance(event.detail, dict) else {}
+    share = event.share.name if event.share_id and event.share else ""
+    kind = event.kind
+    if kind == "submitted":
+        return format_html(
+            "Submitted to {}: {} × {} at priority {}",
+            share or "its share",
+            d.get("quantity", "?"),
+            d.get("capacity_unit", "?"),
+            d.get("scheduling_priority", "?"),
+        )
+    if kind == "dispatched":
+        where = (
+            "on capacity borrowed from idle shares"
+            if d.get("borrowing")
+            else (f"within {share}'s limit" if share else "within its share's limit")
+        )
+        victims = d.get("preempted") or []
+        if not victims:
+            return format_html("Dispatched {}", where)
+        taken = format_html_join(", ", "{}", ((_job_link(v, names),) for v in victims))
+        how = (
+            "preempting lower-priority"
+            if d.get("preemption_kind") == "in_share"
+            else "taking back lent capacity from"
+        )
+        return format_html("Dispatched {}, after {} {}", where, how, taken)
+    if kind in ("preempted_cross_share", "preempted_in_share"):
+        by = d.get("preempted_by")
+        if not by:
+            return format_html("Preempted: {}", d.get("reason", ""))
+        by_name, by_share = names.get(str(by), ("another job", ""))
+        who = _job_link(by, names)
+        if kind == "preempted_in_share":
+            return format_html("Preempted by higher-priority {} of the same share", who)
+        return format_html(
+            "Preempted by {} to take back {}'s lent capacity", who, by_share or "its share"
+        )
+    if kind == "priority_changed":
+        return format_html("Priority changed from {} to {}", d.get("from"), d.get("to"))
+    if kind in ("retried", "failed", "succeeded", "terminated"):
+        reason = d.get("reason") or ""
+        code = d.get("exit_code")
+        tail = f" (exit code {code})" if code not in (None, 0) else ""
+        return format_html("{}{}{}", LABELS[kind], f": {reason}" if reason else "", tail)
+    if kind == "resource_changed":
+        return format_html(
+            "{} {} {}",
+            str(d.get("action", "changed")).capitalize(),
+            d.get("resource", ""),
+            d.get("name", ""),
+        )
+    if kind == "share_changed":
+        changes = d.get("changes") or {}
+        listed = "; ".join(
+            f"{field.replace('_', ' ')} {_plain(old)} → {_plain(new)}"
+            for field, (old, new) in changes.items()
+        )
+        return format_html("Changed share {}: {}", share or "?", listed or "nothing")
+    if kind == "share_created":
+        return format_html(
+            "Created share {}: {}, limits {}",
+            d.get("name", share),
+            d.get("sharing_strategy", ""),
+            _plain(d.get("capacity_limits", {})),
+        )
+    if kind == "share_deleted":
+        return format_html("Deleted share {}", d.get("name", share))
+    return LABELS.get(kind, kind)
+
+
+def _plain(value) -> str:
+    """A setting as words: {"a100": 2} -> "a100: 2"; -1 borrow limit -> "unlimited"."""
+    if isinstance(value, dict):
+        return ", ".join(f"{k}: {v}" for k, v in value.items()) or "none"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return "unlimited" if value == -1 else str(value)
+
+
+def describe(events) -> list:
+    """The events, each with `label` and `sentence` set, in two queries at most."""
+    events = list(events)
+    names = _jobs_named(events)
+    for event in events:
+        event.label = LABELS.get(event.kind, event.kind)
+        event.sentence = _sentence(event, names)
+    return events
