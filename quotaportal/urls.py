@@ -1,7 +1,9 @@
 from __future__ import annotations
 
 from django.contrib import admin
+from django.templatetags.static import static
 from django.urls import include, path
+from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from quotaportal import views
@@ -9,6 +11,8 @@ from quotaportal import views
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("healthz", views.healthz, name="healthz"),
+    # Browsers ask for /favicon.ico whatever the page says.
+    path("favicon.ico", RedirectView.as_view(url=static("web/favicon.svg"), permanent=True)),
     path("api/v1/", include("quotaportal.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),

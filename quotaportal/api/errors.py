@@ -10,5 +10,11 @@ from quotaportal.quotas.errors import ServiceError
 
 def exception_handler(exc, context):
     if isinstance(exc, ServiceError):
-        return Response(exc.errors, status=exc.status)
+        # The same shape as DRF's validation errors: a field maps to a list of messages, and
+        # "detail" (about the request as a whole) to one message.
+        body = {
+            field: message if field == "detail" or isinstance(message, list) else [message]
+            for field, message in exc.errors.items()
+        }
+        return Response(body, status=exc.status)
     return drf_exception_handler(exc, context)

@@ -14,6 +14,7 @@ from quotaportal.quotas import selectors, services
 from quotaportal.quotas.models import (
     CapacityUnit,
     JobQueue,
+    JobStatus,
     QuotaShare,
     SchedulingPolicy,
     ServiceEnvironment,
@@ -233,6 +234,10 @@ class JobViewSet(
         if share := params.get("quota_share"):
             jobs = jobs.filter(share_name=share)
         if job_status := params.get("status"):
+            if job_status.upper() not in JobStatus.values:
+                raise serializers.ValidationError(
+                    {"status": [f"status must be one of {', '.join(JobStatus.values)}"]}
+                )
             jobs = jobs.filter(status=job_status.upper())
         if params.get("mine", "").lower() in ("1", "true", "yes"):
             jobs = selectors.jobs_of_user_teams(self.request.user, jobs)

@@ -62,6 +62,9 @@ def share_utilization(
         borrowed_total = sum(max(0, used[s.id, unit] - limits[s.id].get(unit, 0)) for s in shares)
         uncovered = max(0, capacity.get(unit, 0) - sum(limits[s.id].get(unit, 0) for s in shares))
         to_attribute = max(0, borrowed_total - uncovered)
+        # Limits may add up to more than the capacity: only what is really free shows as idle;
+        # the rest of a share's unused limit is "short" (not there to use right now).
+        free = max(0, capacity.get(unit, 0) - sum(used[s.id, unit] for s in shares))
         for share in shares:
             limit = limits[share.id].get(unit, 0)
             use = used[share.id, unit]
@@ -71,12 +74,15 @@ def share_utilization(
             lends = share.sharing_strategy != "RESERVE" or share.state != "ENABLED"
             lent = min(idle, to_attribute) if lends else 0
             to_attribute -= lent
+            really_idle = min(idle - lent, free)
+            free -= really_idle
             result[share.name][unit] = {
                 "used": use,
                 "limit": limit,
                 "borrowed": max(0, use - limit),
                 "lent": lent,
-                "idle": idle - lent,
+                "idle": really_idle,
+                "short": idle - lent - really_idle,
             }
     return result
 
@@ -246,7 +252,7 @@ def utilization_history(queue: JobQueue, since) -> list:
     return list(UtilizationSample.objects.filter(job_queue=queue, time__gte=since).order_by("time"))
 
 
-BAR_PARTS = ("own", "borrowed", "lent", "idle")
+BAR_PARTS = ("own", "borrowed", "lent", "idle", "short")
 
 
 def _bar(unit: str, figures: dict[str, int]) -> dict:
@@ -257,6 +263,7 @@ def _bar(unit: str, figures: dict[str, int]) -> dict:
         "borrowed": figures["borrowed"],
         "lent": figures["lent"],
         "idle": figures["idle"],
+        "short": figures.get("short", 0),
     }
     total = max(sum(sizes.values()), 1)
     segments = [(part, sizes[part], round(100 * sizes[part] / total, 2)) for part in BAR_PARTS]
@@ -279,6 +286,7 @@ def queue_dashboard(queue: JobQueue, since) -> dict:
         rows.append({"share": share, "units": units, **counts[share.id]})
     return {
         "queue": queue,
+        "overcommitted": overcommitted_units(queue),
         "capacity": capacity,
         "shares": rows,
         "preemptions": recent_preemptions(queue),

@@ -228,3 +228,13 @@ def test_healthz_is_unhealthy_when_a_queue_has_not_ticked(client, fleet):
     assert "gpu" in stale.json()["reason"]
     services.run_tick(fleet.queue.id)
     assert client.get("/healthz").status_code == 200
+
+
+def test_every_field_error_is_a_list_and_unknown_statuses_are_refused(as_user, fleet):
+    never = as_user("alice").post("/api/v1/jobs/", {**JOB, "quantity": 9}, format="json")
+    assert never.status_code == 400
+    assert isinstance(never.json()["quantity"], list)
+    assert "could never start" in never.json()["quantity"][0]
+    bogus = as_user("alice").get("/api/v1/jobs/?status=bogus")
+    assert bogus.status_code == 400
+    assert "RUNNABLE" in bogus.json()["status"][0]

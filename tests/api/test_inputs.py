@@ -81,7 +81,7 @@ def test_a_share_update_is_checked_the_same_way(as_user, fleet):
         f"/api/v1/quota-shares/{fleet.nlp.pk}/", {"borrow_limit": 10}, format="json"
     )
     assert response.status_code == 400
-    assert "only to the LEND_AND_BORROW" in response.json()["borrow_limit"]
+    assert "only to the LEND_AND_BORROW" in response.json()["borrow_limit"][0]
 
 
 def test_job_responses_explain_where_the_job_stands(as_user, people, fleet):
@@ -120,6 +120,7 @@ def test_queue_snapshot_shows_the_front_and_share_utilization(as_user, people, f
         "borrowed": 2,
         "lent": 0,
         "idle": 0,
+        "short": 0,
     }
     assert snap["share_utilization"]["nlp"]["a100"] == {
         "used": 0,
@@ -127,6 +128,7 @@ def test_queue_snapshot_shows_the_front_and_share_utilization(as_user, people, f
         "borrowed": 0,
         "lent": 2,
         "idle": 0,
+        "short": 0,
     }
     assert snap["last_tick_at"] is not None
 

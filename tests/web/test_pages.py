@@ -211,7 +211,7 @@ def test_admin_creates_edits_disables_and_deletes_a_share(browser_as, people, fl
     [
         ({"limit_unit_1": "", "limit_max_1": ""}, "between 1 and 5 capacity limits"),
         ({"limit_max_1": ""}, "give both a unit and a max capacity"),
-        ({"borrow_limit": 50}, "borrow_limit applies only to the LEND_AND_BORROW strategy"),
+        ({"borrow_limit": 50}, "Borrow limit applies only to the LEND_AND_BORROW strategy"),
         ({"name": "vision"}, "already exists in job queue gpu"),
         ({"limit_max_1": 0}, "from 1 to 1,000,000"),
     ],

@@ -113,3 +113,24 @@ def test_deleting_a_ready_host_from_the_page_explains_why_not(people):
     assert "only a LOST host can be deleted" in page.content.decode()
     assert GpuHost.objects.filter(pk=host.pk).exists()
     assert Job.objects.count() == 0
+
+
+def test_share_limits_beyond_capacity_are_flagged_and_show_no_phantom_idle(people, fleet):
+    """fleet: 4 × a100; vision and nlp have 2 each. A third share of 2 overcommits it."""
+    from quotaportal.quotas import selectors
+
+    add_share(people.admin, fleet.queue, "extra", "vision", 2, "LEND")
+    page = signed_in(people.admin).get("/shares/").content.decode()
+    assert "limits on a100 total 6 on 4 instances" in page
+    dashboard = signed_in(people.alice).get("/").content.decode()
+    assert "limits on a100 total 6 on 4 instances" in dashboard
+    figures = selectors.share_utilization(fleet.queue)
+    idle = sum(f["a100"]["idle"] + f["a100"]["lent"] for f in figures.values())
+    assert idle == 4, "no more idle than the environment has"
+    assert sum(f["a100"]["short"] for f in figures.values()) == 2
+
+
+def test_favicon_is_served(client):
+    response = client.get("/favicon.ico")
+    assert response.status_code == 301
+    assert response["Location"].endswith("favicon.svg")
