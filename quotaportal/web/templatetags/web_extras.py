@@ -49,7 +49,7 @@ def share_bar(figures) -> str:
     total = sum(n for _, n, _ in figures["segments"]) or 1
     # A mark where the share's limit falls, so "2 used of 1" shows in the bar too.
     mark = format_html(
-        '<i class="limit" style="left: {}%" title="limit {}"></i>',
+        '<i class="limit" style="left: calc({}% - 2px)" title="limit {}"></i>',
         round(100 * figures["limit"] / total, 2),
         figures["limit"],
     )
