@@ -134,3 +134,25 @@ def test_favicon_is_served(client):
     response = client.get("/favicon.ico")
     assert response.status_code == 301
     assert response["Location"].endswith("favicon.svg")
+
+
+@pytest.mark.parametrize("value", ["", "12000"])
+def test_a_bad_priority_without_htmx_shows_the_whole_page_with_the_error(people, fleet, value):
+    job = submit(people.alice, fleet, name="waiting")
+    response = signed_in(people.alice).post(
+        f"/jobs/{job.pk}/priority/", {"scheduling_priority": value}
+    )
+    assert response.status_code == 400
+    page = response.content.decode()
+    assert 'aria-label="Main"' in page, "a full page, with its navigation"
+    assert "<h1>waiting</h1>" in page
+    assert 'role="alert"' in page
+    assert f'value="{value}"' in page, "the value typed stays in the box"
+
+
+def test_a_good_priority_without_htmx_confirms_and_returns_to_the_job(people, fleet):
+    job = submit(people.alice, fleet, name="waiting")
+    client = signed_in(people.alice)
+    response = client.post(f"/jobs/{job.pk}/priority/", {"scheduling_priority": 7}, follow=True)
+    assert "waiting: Priority set to 7." in response.content.decode()
+    assert Job.objects.get(pk=job.pk).scheduling_priority == 7
