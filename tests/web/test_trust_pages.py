@@ -156,3 +156,19 @@ def test_a_good_priority_without_htmx_confirms_and_returns_to_the_job(people, fl
     response = client.post(f"/jobs/{job.pk}/priority/", {"scheduling_priority": 7}, follow=True)
     assert "waiting: Priority set to 7." in response.content.decode()
     assert Job.objects.get(pk=job.pk).scheduling_priority == 7
+
+
+def test_the_audit_log_reads_as_sentences_naming_both_sides_of_a_preemption(people, fleet):
+    """vision borrows nlp's idle instances; nlp's job takes one back (cross-share)."""
+    borrowers = [submit(people.alice, fleet, name=f"a{i}") for i in range(4)]
+    services.run_tick(fleet.queue.id)
+    taker = submit(people.bob, fleet, share="nlp", name="b1-train")
+    services.run_tick(fleet.queue.id)
+    page = signed_in(people.admin).get("/audit/").content.decode()
+    assert "Preempted (cross-share)" in page
+    assert "take back nlp&#x27;s lent capacity" in page or "take back nlp's lent capacity" in page
+    assert "after taking back lent capacity from" in page
+    assert "{&#x27;" not in page, "no raw dicts"
+    victim = next(j for j in borrowers if Job.objects.get(pk=j.pk).preempted_count)
+    job_page = signed_in(people.alice).get(f"/jobs/{victim.pk}/").content.decode()
+    assert f'href="/jobs/{taker.pk}/">b1-train</a> (nlp)' in job_page
