@@ -7,3 +7,10 @@ class QuotasConfig(AppConfig):
     name = "quotaportal.quotas"
     label = "quotas"
     verbose_name = "Quota management"
+
+    def ready(self) -> None:
+        from quotaportal.quotas.backends import register
+        from quotaportal.quotas.models import Backend
+        from quotaportal.quotas.simulated import SimulatedBackend
+
+        register(Backend.SIMULATED, SimulatedBackend())

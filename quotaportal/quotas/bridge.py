@@ -18,9 +18,9 @@ from uuid import UUID
 from django.db import connection
 from django.db.models import Count, Sum
 
+from quotaportal.quotas.backends import backend_for
 from quotaportal.quotas.models import (
     DISPATCHED,
-    Backend,
     EnvironmentCapacity,
     Event,
     EventKind,
@@ -86,15 +86,7 @@ def capacity_of(queue: JobQueue) -> dict[str, int]:
     limits = environment_limits(env)
     if env.state != State.ENABLED or queue.state != State.ENABLED:
         return dict.fromkeys(limits, 0)
-    if env.backend == Backend.LOCAL:
-        from quotaportal.hosts.models import GpuHost, HostState
-
-        slots = dict(
-            GpuHost.objects.filter(service_environment=env, state=HostState.READY)
-            .values_list("capacity_unit__name")
-            .annotate(total=Sum("slots"))
-        )
-        limits = {unit: min(count, slots.get(unit, 0)) for unit, count in limits.items()}
+    limits = backend_for(env).capacity(env, limits)
     held = dict(
         Job.objects.filter(job_queue__service_environment=env, status__in=DISPATCHED)
         .exclude(job_queue=queue)

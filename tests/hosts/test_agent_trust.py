@@ -212,11 +212,20 @@ class Cutoff:
 
     def relay(self, client):
         with client, socket.create_connection(self.target) as server:
-            request = client.recv(1 << 20)
-            server.sendall(request)
-            server.shutdown(socket.SHUT_WR)
-            while chunk := server.recv(1 << 16):
-                client.sendall(chunk)
+            upstream = threading.Thread(target=self.pipe, args=(client, server), daemon=True)
+            upstream.start()
+            self.pipe(server, client)
+            upstream.join(5)
+
+    @staticmethod
+    def pipe(source, sink):
+        """Copy one direction until it ends (a request may come in several packets)."""
+        try:
+            while chunk := source.recv(1 << 16):
+                sink.sendall(chunk)
+            sink.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
 
 
 def test_an_agent_out_of_contact_stops_its_jobs_before_the_server_gives_up_on_it(manual):

@@ -100,11 +100,15 @@ class Agent:
                 raise
             except AgentError as err:
                 if "register" not in str(err):
-                    raise
-                log.warning("%s", err)
-                # The server failed these jobs over already: none may go on beside a retry.
-                self.abandon_jobs()
-                registered = False
+                    # A refused heartbeat is the server's word on this request only; the
+                    # lease still guards the jobs if refusals go on.
+                    log.warning("heartbeat refused (%s); retrying in %.1f s", err, backoff)
+                    backoff = min(backoff * 2, MAX_BACKOFF, self.lease / 4)
+                else:
+                    log.warning("%s", err)
+                    # The server failed these jobs over already: none may go on beside a retry.
+                    self.abandon_jobs()
+                    registered = False
             self.keep_lease()
             self.reap()
             stop.wait(backoff)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import urllib.error
 import urllib.request
@@ -42,8 +43,10 @@ class Client:
             if 400 <= err.code < 500:
                 raise AgentError(detail) from None
             raise Unreachable(f"server error {err.code}: {detail}") from None
-        except (urllib.error.URLError, OSError) as err:
-            raise Unreachable(str(getattr(err, "reason", err))) from None
+        except (urllib.error.URLError, OSError, http.client.HTTPException) as err:
+            # A connection cut mid-answer (IncompleteRead, BadStatusLine) is the network's
+            # failure too, never a reason for the agent to stop.
+            raise Unreachable(str(getattr(err, "reason", err)) or type(err).__name__) from None
 
     def register(self, name: str, capacity_unit: str, gpus: list[int], address: str) -> dict:
         return self.post(

@@ -28,10 +28,10 @@ from django.db.models import Q
 from django.utils import timezone
 
 from quotaportal.quotas import bridge
+from quotaportal.quotas.backends import backend_for
 from quotaportal.quotas.locks import try_lock_environment
 from quotaportal.quotas.models import (
     ACTIVE,
-    Backend,
     Job,
     JobQueue,
     SchedulerRun,
@@ -41,7 +41,6 @@ from quotaportal.quotas.models import (
 from quotaportal.quotas.services.lifecycle import (
     enforce_attempt_timeouts,
     enforce_runnable_time_limits,
-    progress_simulated,
 )
 from scheduler import InvariantViolation, check_plan, plan_tick
 
@@ -113,14 +112,8 @@ def _tick_queue(queue: JobQueue, now) -> SchedulerRun:
 
 def _tick_locked(queue: JobQueue, now) -> tuple[int, int] | None:
     """Plan and apply; None when nothing changed since the last plan."""
-    if queue.service_environment.backend == Backend.SIMULATED:
-        progress_simulated(queue.id, now)
-    elif queue.service_environment.backend == Backend.LOCAL:
-        from quotaportal.hosts.services import (
-            mark_lost_hosts,
-        )  # hosts builds on the quotas services
-
-        mark_lost_hosts(queue.service_environment, now)
+    backend = backend_for(queue.service_environment)
+    backend.advance(queue, now)
     enforce_attempt_timeouts(queue.id, now)
     enforce_runnable_time_limits(queue, now)
     version = JobQueue.objects.values_list("state_version", flat=True).get(pk=queue.id)
@@ -131,8 +124,10 @@ def _tick_locked(queue: JobQueue, now) -> tuple[int, int] | None:
     plan = plan_tick(loaded.snapshot, now.timestamp())
     check_plan(loaded.snapshot, plan, positions=False)
     started, preempted = bridge.apply_plan(queue, loaded, plan, now)
-    if queue.service_environment.backend == Backend.LOCAL:
-        started = _place_on_hosts(queue, started, now)
+    if started and (unplaced := backend.launch(queue, started, now)):
+        # Capacity raced away (a host lost since the snapshot): those jobs wait again.
+        log.error("queue %s: the backend could not place %s; requeued", queue.name, unplaced)
+        started = [job_id for job_id in started if job_id not in unplaced]
     dispatched = len(started)
     record_sample(queue, bridge.usage_after(loaded.snapshot, plan), now)
     # Only a plan that changed nothing is a fixed point worth remembering; after any change
@@ -145,17 +140,6 @@ def _tick_locked(queue: JobQueue, now) -> tuple[int, int] | None:
         planned_capacity=dict(loaded.snapshot.capacity),
     )
     return dispatched, preempted
-
-
-def _place_on_hosts(queue: JobQueue, started: list[str], now) -> list[str]:
-    """LOCAL: give started jobs GPU slots; one that no host can hold waits again."""
-    from quotaportal.hosts.services import place_started_jobs, requeue_unplaced
-
-    unplaced = place_started_jobs(queue.service_environment, started, now)
-    if unplaced:
-        log.error("queue %s: no host could hold %s; requeued", queue.name, unplaced)
-        requeue_unplaced(unplaced)
-    return [job_id for job_id in started if job_id not in unplaced]
 
 
 SAMPLE_EVERY = timedelta(seconds=60)

@@ -1,0 +1,36 @@
+"""The seam between the tick and what runs jobs: one small interface per service environment
+backend (SIMULATED, LOCAL, later AWS_BATCH), found through a registry keyed by the `Backend`
+value. Backends register themselves from their app configs, so this package imports none.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+
+class EnvironmentBackend:
+    """What the tick asks of a backend. The base class is a backend with nothing to run."""
+
+    def capacity(self, env, limits: dict[str, int]) -> dict[str, int]:
+        """C(u) now, given the environment's max_capacity per unit (never more than those)."""
+        return limits
+
+    def advance(self, queue, now: datetime) -> None:
+        """Time-driven state before planning (jobs that started or ended, hosts gone quiet)."""
+
+    def launch(self, queue, job_ids: list[str], now: datetime) -> list[str]:
+        """Run the jobs a plan started (in plan order); return those it could not place,
+        after putting them back to RUNNABLE."""
+        return []
+
+
+_REGISTRY: dict[str, EnvironmentBackend] = {}
+_NOTHING = EnvironmentBackend()
+
+
+def register(backend: str, implementation: EnvironmentBackend) -> None:
+    _REGISTRY[backend] = implementation
+
+
+def backend_for(env) -> EnvironmentBackend:
+    return _REGISTRY.get(env.backend, _NOTHING)
