@@ -84,11 +84,6 @@ def token_for(key: str) -> AgentToken | None:
     )
 
 
-def environment_for_token(key: str) -> ServiceEnvironment | None:
-    found = token_for(key)
-    return found.environment if found else None
-
-
 def _capacity_changed(env: ServiceEnvironment) -> None:
     for queue_id in env.job_queues.values_list("id", flat=True):
         queue_changed(queue_id)

@@ -13,7 +13,6 @@ from datetime import datetime
 from functools import partial
 from itertools import compress
 from operator import is_, itemgetter
-from uuid import UUID
 
 from django.db import connection
 from django.db.models import Count, Sum
@@ -218,12 +217,14 @@ def _start_jobs(queue: JobQueue, plan: Plan, now: datetime) -> list[str]:
     if not wanted:
         return []
     # Only jobs still RUNNABLE start: one terminated since the snapshot is skipped.
-    ready = {
-        str(i)
-        for i in Job.objects.select_for_update()
+    # Locks the rows and reads each job's share in one query (the dispatch events name it).
+    share_of_ready = {
+        str(i): share_id
+        for i, share_id in Job.objects.select_for_update()
         .filter(id__in=list(wanted), status=JobStatus.RUNNABLE)
-        .values_list("id", flat=True)
+        .values_list("id", "quota_share_id")
     }
+    ready = set(share_of_ready)
     for borrowing, reason in (
         (False, "Dispatched within the quota share's limit"),
         (True, "Dispatched on borrowed idle capacity"),
@@ -244,7 +245,6 @@ def _start_jobs(queue: JobQueue, plan: Plan, now: datetime) -> list[str]:
     JobAttempt.objects.bulk_create(
         JobAttempt(job_id=i, number=numbers.get(i, 0) + 1, started_at=now) for i in sorted(ready)
     )
-    shares = dict(Job.objects.filter(id__in=list(ready)).values_list("id", "quota_share_id"))
     Event.objects.bulk_create(
         Event(
             time=now,
@@ -252,7 +252,7 @@ def _start_jobs(queue: JobQueue, plan: Plan, now: datetime) -> list[str]:
             kind=EventKind.DISPATCHED,
             job_id=i,
             job_queue=queue,
-            share_id=shares.get(UUID(i)),
+            share_id=share_of_ready[i],
             detail={
                 "borrowing": wanted[i].borrowing,
                 # Who made room for it, so its timeline can name them.

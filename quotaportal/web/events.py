@@ -43,76 +43,113 @@ def _jobs_named(events) -> dict[str, tuple[str, str]]:
     return {str(pk): (name, share) for pk, name, share in rows}
 
 
+# One function per kind: (kind, detail, share name, job names) -> the sentence.
+
+
+def _submitted(kind, d, share, names):
+    return format_html(
+        "Submitted to {}: {} × {} at priority {}",
+        share or "its share",
+        d.get("quantity", "?"),
+        d.get("capacity_unit", "?"),
+        d.get("scheduling_priority", "?"),
+    )
+
+
+def _dispatched(kind, d, share, names):
+    where = (
+        "on capacity borrowed from idle shares"
+        if d.get("borrowing")
+        else (f"within {share}'s limit" if share else "within its share's limit")
+    )
+    victims = d.get("preempted") or []
+    if not victims:
+        return format_html("Dispatched {}", where)
+    taken = format_html_join(", ", "{}", ((_job_link(v, names),) for v in victims))
+    how = (
+        "preempting lower-priority"
+        if d.get("preemption_kind") == "in_share"
+        else "taking back lent capacity from"
+    )
+    return format_html("Dispatched {}, after {} {}", where, how, taken)
+
+
+def _preempted(kind, d, share, names):
+    by = d.get("preempted_by")
+    if not by:
+        return format_html("Preempted: {}", d.get("reason", ""))
+    who = _job_link(by, names)
+    if kind == "preempted_in_share":
+        return format_html("Preempted by higher-priority {} of the same share", who)
+    by_share = names.get(str(by), ("", ""))[1]
+    return format_html(
+        "Preempted by {} to take back {}'s lent capacity", who, by_share or "its share"
+    )
+
+
+def _priority_changed(kind, d, share, names):
+    return format_html("Priority changed from {} to {}", d.get("from"), d.get("to"))
+
+
+def _ended(kind, d, share, names):
+    reason = d.get("reason") or ""
+    code = d.get("exit_code")
+    tail = f" (exit code {code})" if code not in (None, 0) else ""
+    return format_html("{}{}{}", LABELS[kind], f": {reason}" if reason else "", tail)
+
+
+def _resource_changed(kind, d, share, names):
+    return format_html(
+        "{} {} {}",
+        str(d.get("action", "changed")).capitalize(),
+        d.get("resource", ""),
+        d.get("name", ""),
+    )
+
+
+def _share_changed(kind, d, share, names):
+    listed = "; ".join(
+        f"{field.replace('_', ' ')} {_plain(old)} → {_plain(new)}"
+        for field, (old, new) in (d.get("changes") or {}).items()
+    )
+    return format_html("Changed share {}: {}", share or "?", listed or "nothing")
+
+
+def _share_created(kind, d, share, names):
+    return format_html(
+        "Created share {}: {}, limits {}",
+        d.get("name", share),
+        d.get("sharing_strategy", ""),
+        _plain(d.get("capacity_limits", {})),
+    )
+
+
+def _share_deleted(kind, d, share, names):
+    return format_html("Deleted share {}", d.get("name", share))
+
+
+SENTENCES = {
+    "submitted": _submitted,
+    "dispatched": _dispatched,
+    "preempted_cross_share": _preempted,
+    "preempted_in_share": _preempted,
+    "priority_changed": _priority_changed,
+    "retried": _ended,
+    "failed": _ended,
+    "succeeded": _ended,
+    "terminated": _ended,
+    "resource_changed": _resource_changed,
+    "share_changed": _share_changed,
+    "share_created": _share_created,
+    "share_deleted": _share_deleted,
+}
+
+
 def _sentence(event, names: dict) -> str:
-    d = event.detail if isinstance(event.detail, dict) else {}
+    detail = event.detail if isinstance(event.detail, dict) else {}
     share = event.share.name if event.share_id and event.share else ""
-    kind = event.kind
-    if kind == "submitted":
-        return format_html(
-            "Submitted to {}: {} × {} at priority {}",
-            share or "its share",
-            d.get("quantity", "?"),
-            d.get("capacity_unit", "?"),
-            d.get("scheduling_priority", "?"),
-        )
-    if kind == "dispatched":
-        where = (
-            "on capacity borrowed from idle shares"
-            if d.get("borrowing")
-            else (f"within {share}'s limit" if share else "within its share's limit")
-        )
-        victims = d.get("preempted") or []
-        if not victims:
-            return format_html("Dispatched {}", where)
-        taken = format_html_join(", ", "{}", ((_job_link(v, names),) for v in victims))
-        how = (
-            "preempting lower-priority"
-            if d.get("preemption_kind") == "in_share"
-            else "taking back lent capacity from"
-        )
-        return format_html("Dispatched {}, after {} {}", where, how, taken)
-    if kind in ("preempted_cross_share", "preempted_in_share"):
-        by = d.get("preempted_by")
-        if not by:
-            return format_html("Preempted: {}", d.get("reason", ""))
-        by_name, by_share = names.get(str(by), ("another job", ""))
-        who = _job_link(by, names)
-        if kind == "preempted_in_share":
-            return format_html("Preempted by higher-priority {} of the same share", who)
-        return format_html(
-            "Preempted by {} to take back {}'s lent capacity", who, by_share or "its share"
-        )
-    if kind == "priority_changed":
-        return format_html("Priority changed from {} to {}", d.get("from"), d.get("to"))
-    if kind in ("retried", "failed", "succeeded", "terminated"):
-        reason = d.get("reason") or ""
-        code = d.get("exit_code")
-        tail = f" (exit code {code})" if code not in (None, 0) else ""
-        return format_html("{}{}{}", LABELS[kind], f": {reason}" if reason else "", tail)
-    if kind == "resource_changed":
-        return format_html(
-            "{} {} {}",
-            str(d.get("action", "changed")).capitalize(),
-            d.get("resource", ""),
-            d.get("name", ""),
-        )
-    if kind == "share_changed":
-        changes = d.get("changes") or {}
-        listed = "; ".join(
-            f"{field.replace('_', ' ')} {_plain(old)} → {_plain(new)}"
-            for field, (old, new) in changes.items()
-        )
-        return format_html("Changed share {}: {}", share or "?", listed or "nothing")
-    if kind == "share_created":
-        return format_html(
-            "Created share {}: {}, limits {}",
-            d.get("name", share),
-            d.get("sharing_strategy", ""),
-            _plain(d.get("capacity_limits", {})),
-        )
-    if kind == "share_deleted":
-        return format_html("Deleted share {}", d.get("name", share))
-    return LABELS.get(kind, kind)
+    write = SENTENCES.get(event.kind)
+    return write(event.kind, detail, share, names) if write else LABELS.get(event.kind, event.kind)
 
 
 def _plain(value) -> str:

@@ -101,35 +101,46 @@ def job_user(name: str | None) -> tuple[JobUser | None, str]:
     return user, ""
 
 
+def host_gpus(simulate: int | None) -> tuple[list[int], str]:
+    """(GPU indices, error): the simulated ones, or what NVML finds."""
+    if simulate is not None:
+        if simulate < 1:
+            return [], "--simulate needs at least 1 GPU"
+        return list(range(simulate)), ""
+    gpus, why = detect_gpus()
+    if not gpus:
+        return [], (
+            f"no NVIDIA GPUs found ({why}). On a machine without GPUs, run with "
+            "--simulate N to pretend to have N GPUs."
+        )
+    return gpus, ""
+
+
+def startup(args) -> tuple[str, JobUser | None, list[int], str]:
+    """(token, job user, GPUs, error): everything the agent needs before it registers."""
+    if args.token is not None:
+        return (
+            "",
+            None,
+            [],
+            (
+                f"--token is not accepted: every process on this host can read a command "
+                f"line. Set {TOKEN_VARIABLE} or pass --token-file FILE (readable only by you)."
+            ),
+        )
+    token, error = read_token(args.token_file)
+    user, user_error = job_user(args.run_as)
+    gpus, gpu_error = ([], "") if error or user_error else host_gpus(args.simulate)
+    return token, user, gpus, error or user_error or gpu_error
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    if args.token is not None:
-        print(
-            f"error: --token is not accepted: every process on this host can read a command "
-            f"line. Set {TOKEN_VARIABLE} or pass --token-file FILE (readable only by you).",
-            file=sys.stderr,
-        )
+    token, user, gpus, error = startup(args)
+    if error:
+        print(f"error: {error}", file=sys.stderr)
         return 2
-    token, error = read_token(args.token_file)
-    user, user_error = job_user(args.run_as)
-    if error or user_error:
-        print(f"error: {error or user_error}", file=sys.stderr)
-        return 2
-    if args.simulate is not None:
-        if args.simulate < 1:
-            print("error: --simulate needs at least 1 GPU", file=sys.stderr)
-            return 2
-        gpus = list(range(args.simulate))
-    else:
-        gpus, why = detect_gpus()
-        if not gpus:
-            print(
-                f"error: no NVIDIA GPUs found ({why}). On a machine without GPUs, run with "
-                "--simulate N to pretend to have N GPUs.",
-                file=sys.stderr,
-            )
-            return 2
     args.work_dir.mkdir(parents=True, exist_ok=True)
     agent = Agent(
         Client(args.server, token),
