@@ -1,0 +1,225 @@
+"""The agent protocol's writes: a host registers, heartbeats (answered with what should
+run) and reports starts, output and exits."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Exists, OuterRef, Prefetch
+from django.utils import timezone
+
+from quotaportal.hosts.models import AgentToken, GpuHost, HostState, Placement
+from quotaportal.hosts.services.fleet import HOST_LOST, capacity_changed, close_placements
+from quotaportal.hosts.services.tokens import check_host_name
+from quotaportal.quotas.errors import Forbidden, InvalidInput
+from quotaportal.quotas.models import (
+    DISPATCHED,
+    CapacityUnit,
+)
+from quotaportal.quotas.services.lifecycle import end_attempt, mark_started
+
+
+def _claim_name(token: AgentToken, name: str) -> None:
+    """One token speaks for one host name; a name belongs to one live token."""
+    if token.host_name and token.host_name != name:
+        raise Forbidden(f"this agent token belongs to host {token.host_name}, not {name}")
+    owner = (
+        GpuHost.objects.filter(name=name)
+        .exclude(agent_token__isnull=True)
+        .exclude(agent_token=token)
+        .filter(agent_token__revoked=False)
+        .exists()
+    )
+    if owner:
+        raise Forbidden(
+            f"host {name} belongs to another agent token; an admin must release the host "
+            "or revoke that token first"
+        )
+    if not token.host_name:
+        # Conditional, so two agents racing with one fresh token cannot both bind it.
+        bound = AgentToken.objects.filter(pk=token.pk, host_name="").update(host_name=name)
+        token.refresh_from_db(fields=["host_name"])
+        if not bound and token.host_name != name:
+            raise Forbidden(f"this agent token belongs to host {token.host_name}, not {name}")
+
+
+@transaction.atomic
+def register_host(
+    token: AgentToken,
+    *,
+    name: str,
+    capacity_unit: str,
+    gpus: list[int],
+    address: str = "",
+) -> GpuHost:
+    """A host (re)joins: its GPUs are grouped into slots of the unit's gpus_per_unit.
+
+    A registering agent has stopped every job it ran before (its state file), so attempts
+    still open on the host end as "Host lost" and may retry.
+    """
+    env = token.environment
+    check_host_name(name)
+    unit = CapacityUnit.objects.filter(name=capacity_unit).first()
+    if unit is None:
+        raise InvalidInput({"capacity_unit": f"capacity unit {capacity_unit} does not exist"})
+    if not isinstance(gpus, list) or not all(isinstance(g, int) and g >= 0 for g in gpus):
+        raise InvalidInput({"gpus": "gpus must be a list of GPU indices"})
+    _claim_name(token, name)
+    per_slot = unit.gpus_per_unit
+    groups = [gpus[i : i + per_slot] for i in range(0, len(gpus) - per_slot + 1, per_slot)]
+    host, _ = GpuHost.objects.select_for_update().get_or_create(
+        name=name, defaults={"service_environment": env, "capacity_unit": unit}
+    )
+    if host.service_environment_id != env.id:
+        raise InvalidInput(
+            {"name": f"host {name} belongs to environment {host.service_environment.name}"}
+        )
+    now = timezone.now()
+    close_placements(host, now, HOST_LOST)
+    host.capacity_unit, host.address = unit, address or name
+    host.slots, host.gpu_indices = len(groups), groups
+    host.agent_token = token
+    if host.state == HostState.LOST:
+        host.state = HostState.READY
+    host.last_heartbeat = now
+    host.save()
+    capacity_changed(env)
+    return host
+
+
+def _host(token: AgentToken, name: str) -> GpuHost:
+    host = GpuHost.objects.filter(service_environment=token.environment, name=name).first()
+    if host is None:
+        raise InvalidInput({"name": f"host {name} is not registered; register it first"})
+    if host.agent_token_id != token.id:
+        raise Forbidden(f"host {name} belongs to another agent token")
+    return host
+
+
+def desired_placements(host: GpuHost) -> list[dict]:
+    """What should run on the host now: open attempts of dispatched jobs placed on it.
+
+    A retry is held back while an earlier attempt of the same job still runs on a host that
+    is not LOST (a preempted rank checkpointing elsewhere): a job never runs twice at once.
+    """
+    earlier_still_running = Placement.objects.filter(
+        attempt__job_id=OuterRef("attempt__job_id"),
+        attempt__number__lt=OuterRef("attempt__number"),
+        exit_code__isnull=True,
+        exited_at__isnull=True,
+    ).exclude(host__state=HostState.LOST)
+    placements = (
+        Placement.objects.filter(
+            host=host,
+            attempt__stopped_at__isnull=True,
+            attempt__job__status__in=DISPATCHED,
+            exit_code__isnull=True,
+            exited_at__isnull=True,
+        )
+        .exclude(Exists(earlier_still_running))
+        .select_related("attempt__job__job_queue")
+        .prefetch_related(
+            # Heartbeats come every second from every host: fetch each job's ranks in one query.
+            Prefetch(
+                "attempt__placements",
+                queryset=Placement.objects.select_related("host").order_by("rank"),
+            )
+        )
+    )
+    result = []
+    for p in placements:
+        job = p.attempt.job
+        world = list(p.attempt.placements.all())
+        master = world[0].host
+        result.append(
+            {
+                "placement": p.id,
+                "job_id": str(job.id),
+                "attempt": p.attempt.number,
+                "rank": p.rank,
+                "world_size": len(world),
+                "master_addr": master.address or master.name,
+                "gpu_indices": p.gpu_indices,
+                "command": job.command or "true",
+                "grace_seconds": job.job_queue.preemption_grace_seconds,
+            }
+        )
+    return result
+
+
+def heartbeat(token: AgentToken, name: str, running: list[int] | None = None) -> dict:
+    """What should run on the host, and the lease: how long the agent may go unheard.
+
+    `running` lists the placements the agent runs now. A rank whose attempt ended before the
+    agent ever started it (preempted or terminated at once) gets no exit report; the agent's
+    word that it does not run it closes it, so it never holds back its job's retry.
+    """
+    host = _host(token, name)
+    was_lost = host.state == HostState.LOST
+    now = timezone.now()
+    GpuHost.objects.filter(pk=host.pk).update(last_heartbeat=now)
+    if was_lost:
+        # A lost host keeps nothing: its jobs were failed over. It must register again.
+        raise InvalidInput({"name": f"host {name} was marked LOST; register it again"})
+    if running is not None:
+        Placement.objects.filter(
+            host=host, exited_at__isnull=True, attempt__stopped_at__isnull=False
+        ).exclude(pk__in=running).update(exited_at=now)
+    return {"placements": desired_placements(host), "lease_seconds": settings.QP_HOST_TIMEOUT}
+
+
+@transaction.atomic
+def report(
+    token: AgentToken,
+    name: str,
+    *,
+    placement: int,
+    event: str,
+    exit_code: int | None = None,
+    output_tail: str = "",
+    reason: str = "",
+) -> None:
+    """An agent reports a rank started, its output, or its exit. Stale reports change nothing.
+
+    Only the host that holds the placement may report on it. `reason` on an exit explains an
+    end that is not the job's own doing (it could not start, its agent lost contact).
+    """
+    host = _host(token, name)
+    found = (
+        Placement.objects.select_for_update()
+        .select_related("attempt__job")
+        .filter(pk=placement, host=host)
+        .first()
+    )
+    if found is None:
+        raise InvalidInput({"placement": f"placement {placement} is not on host {name}"})
+    now = timezone.now()
+    job = found.attempt.job
+    if event == "started":
+        found.started_at = found.started_at or now
+        found.save(update_fields=["started_at"])
+        if found.attempt.stopped_at is None:
+            mark_started(job, now)
+        return
+    if event == "output":
+        if found.exited_at is None:
+            found.output_tail = output_tail[-8000:]
+            found.save(update_fields=["output_tail"])
+        return
+    if event != "exited":
+        raise InvalidInput({"event": "event must be started, output or exited"})
+    if found.exited_at is not None:
+        return  # already reported
+    found.exit_code, found.exited_at, found.output_tail = exit_code, now, output_tail[-8000:]
+    found.save(update_fields=["exit_code", "exited_at", "output_tail"])
+    if found.attempt.stopped_at is not None:
+        return  # preempted or terminated: the attempt is over already
+    if reason or exit_code != 0:
+        end_attempt(
+            job,
+            succeeded=False,
+            status_reason=reason or f"Exited with code {exit_code}",
+            exit_code=exit_code,
+        )
+    elif not found.attempt.placements.filter(exited_at__isnull=True).exists():
+        end_attempt(job, succeeded=True, status_reason="Completed", exit_code=0)

@@ -1,0 +1,167 @@
+"""The fleet of GPU hosts: placing started jobs on slots, hosts that go quiet (LOST),
+draining, releasing and deleting hosts."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from quotaportal.hosts.models import AgentToken, GpuHost, HostState, Placement
+from quotaportal.quotas.errors import Conflict, InvalidInput
+from quotaportal.quotas.models import (
+    DISPATCHED,
+    Job,
+    JobAttempt,
+    JobStatus,
+    ServiceEnvironment,
+)
+from quotaportal.quotas.permissions import require_admin
+from quotaportal.quotas.services.audit import record
+from quotaportal.quotas.services.lifecycle import end_attempt
+from quotaportal.quotas.services.ticks import queue_changed
+from scheduler.placement import place
+
+HOST_LOST = "Host lost"
+
+
+def capacity_changed(env: ServiceEnvironment) -> None:
+    for queue_id in env.job_queues.values_list("id", flat=True):
+        queue_changed(queue_id)
+
+
+def close_placements(host: GpuHost, now, reason: str) -> None:
+    """The host's agent no longer runs anything: its ranks are over, their attempts end."""
+    open_placements = list(
+        Placement.objects.filter(host=host, exited_at__isnull=True).select_related("attempt__job")
+    )
+    Placement.objects.filter(pk__in=[p.pk for p in open_placements]).update(exited_at=now)
+    for placement in open_placements:
+        job = placement.attempt.job
+        if placement.attempt.stopped_at is None and job.status in DISPATCHED:
+            end_attempt(job, succeeded=False, status_reason=reason, now=now)
+
+
+def lose_host(host: GpuHost, now, why: str, actor=None) -> None:
+    GpuHost.objects.filter(pk=host.pk).update(state=HostState.LOST)
+    host.state = HostState.LOST
+    close_placements(host, now, HOST_LOST)
+    record(actor, "resource_changed", action="lost", resource="host", name=f"{host.name} ({why})")
+
+
+def mark_lost_hosts(env: ServiceEnvironment, now) -> int:
+    """Hosts silent for QP_HOST_TIMEOUT become LOST; their jobs' attempts fail "Host lost".
+
+    Their agents, if alive, stopped those jobs at half the timeout (the lease), so a retry
+    elsewhere never runs beside the original.
+    """
+    cutoff = now - timedelta(seconds=settings.QP_HOST_TIMEOUT)
+    silent = list(
+        GpuHost.objects.filter(
+            service_environment=env,
+            state__in=(HostState.READY, HostState.DRAINING),
+            last_heartbeat__lt=cutoff,
+        )
+    )
+    for host in silent:
+        lose_host(host, now, "no heartbeat")
+    if silent:
+        capacity_changed(env)
+    return len(silent)
+
+
+def set_host_state(actor, host: GpuHost, state: str) -> GpuHost:
+    """Admins drain a host (no new jobs; running ones finish) or make it READY again."""
+    require_admin(actor, "drain hosts")
+    if state not in (HostState.READY, HostState.DRAINING):
+        raise InvalidInput({"state": "state must be READY or DRAINING"})
+    GpuHost.objects.filter(pk=host.pk).update(state=state)
+    record(actor, "resource_changed", action=state.lower(), resource="host", name=host.name)
+    capacity_changed(host.service_environment)
+    host.state = state
+    return host
+
+
+@transaction.atomic
+def release_host(actor, host: GpuHost) -> GpuHost:
+    """Free the host's name for another agent token: the host goes LOST until one registers."""
+    require_admin(actor, "release hosts")
+    if host.state != HostState.LOST:
+        lose_host(host, timezone.now(), "released by an admin", actor)
+    GpuHost.objects.filter(pk=host.pk).update(agent_token=None)
+    AgentToken.objects.filter(pk=host.agent_token_id, host_name=host.name).update(
+        revoked=True, revoked_at=timezone.now()
+    )
+    host.agent_token = None
+    record(actor, "resource_changed", action="released", resource="host", name=host.name)
+    capacity_changed(host.service_environment)
+    return host
+
+
+def delete_host(actor, host: GpuHost) -> None:
+    """Admins delete a LOST host (its attempts keep their history without the host link)."""
+    require_admin(actor, "delete hosts")
+    if host.state != HostState.LOST:
+        raise Conflict(
+            f"host {host.name} is {host.state}; only a LOST host can be deleted "
+            "(stop its agent, or release the host, first)"
+        )
+    name = host.name
+    host.delete()
+    record(actor, "resource_changed", action="deleted", resource="host", name=name)
+
+
+def place_started_jobs(env: ServiceEnvironment, job_ids: list[str], now) -> list[str]:
+    """Give each newly dispatched job GPU slots on READY hosts (fewest hosts first).
+
+    Returns the jobs that could not be placed (capacity raced away); the caller requeues them.
+    """
+    hosts = {
+        h.id: h for h in GpuHost.objects.filter(service_environment=env, state=HostState.READY)
+    }
+    taken: dict[int, set[int]] = defaultdict(set)
+    for host_id, slots in Placement.objects.filter(
+        host_id__in=list(hosts), attempt__stopped_at__isnull=True
+    ).values_list("host_id", "slot_numbers"):
+        taken[host_id].update(slots)
+    jobs = Job.objects.filter(id__in=job_ids).select_related("capacity_unit")
+    attempts = {
+        a.job_id: a for a in JobAttempt.objects.filter(job_id__in=job_ids, stopped_at__isnull=True)
+    }
+    order = {job_id: index for index, job_id in enumerate(job_ids)}
+    by_name = {h.name: h for h in hosts.values()}
+    unplaced = []
+    for job in sorted(jobs, key=lambda j: order[str(j.id)]):
+        free_slots = {
+            h.name: [s for s in range(h.slots) if s not in taken[h.id]]
+            for h in hosts.values()
+            if h.capacity_unit_id == job.capacity_unit_id
+        }
+        chosen = place(job.quantity, {name: len(s) for name, s in free_slots.items()})
+        if chosen is None:
+            unplaced.append(str(job.id))
+            continue
+        for rank, (host_name, count) in enumerate(chosen):
+            host = by_name[host_name]
+            slots = free_slots[host_name][:count]
+            taken[host.id].update(slots)
+            gpus = [
+                g
+                for s in slots
+                for g in (host.gpu_indices[s] if s < len(host.gpu_indices) else [s])
+            ]
+            Placement.objects.create(
+                attempt=attempts[job.id], host=host, rank=rank, slot_numbers=slots, gpu_indices=gpus
+            )
+        JobAttempt.objects.filter(pk=attempts[job.id].pk).update(host=by_name[chosen[0][0]])
+    return unplaced
+
+
+def requeue_unplaced(job_ids: list[str]) -> None:
+    Job.objects.filter(id__in=job_ids, status=JobStatus.SCHEDULED).update(
+        status=JobStatus.RUNNABLE, scheduled_at=None, status_reason="No host could hold it; waiting"
+    )
+    JobAttempt.objects.filter(job_id__in=job_ids, stopped_at__isnull=True).delete()
