@@ -50,7 +50,9 @@ def create_agent_token(actor, env: ServiceEnvironment, host_name: str = "") -> s
         )
     if host_name:
         check_host_name(host_name)
-    token = secrets.token_urlsafe(32)
+    # Hex, so the prefix shown in lists never starts with "-" (a command line would read
+    # it as an option).
+    token = secrets.token_hex(32)
     AgentToken.objects.create(
         environment=env, key_hash=_digest(token), prefix=token[:6], host_name=host_name
     )
