@@ -7,10 +7,11 @@ from io import StringIO
 
 import pytest
 from django.core.management import call_command
+from django.core.management.base import CommandError
 from rest_framework.test import APIClient
 
 from quotaportal.hosts import services as host_services
-from quotaportal.hosts.models import GpuHost, Placement
+from quotaportal.hosts.models import AgentToken, GpuHost, Placement
 from quotaportal.quotas import services
 from quotaportal.quotas.models import Job
 from tests.conftest import add_share, build_queue, submit
@@ -114,6 +115,22 @@ def test_revoking_a_token_cuts_off_its_host_at_once_and_fails_its_jobs_over(peop
     # The name is free again for a new identity, which an admin hands out.
     fresh = agents.token("gpu-1")
     assert agents.register(fresh, "gpu-1").status_code == 200
+
+
+def test_revoke_reads_an_all_digit_prefix_as_a_prefix_and_falls_back_to_ids(people, agents):
+    digits = host_services.token_for(agents.token("gpu-1"))
+    other = host_services.token_for(agents.token("gpu-2"))
+    # One hex prefix in ~12 is all digits (the CI run that found this drew '030899').
+    AgentToken.objects.filter(id=digits.id).update(prefix="030899")
+    AgentToken.objects.filter(id=other.id).update(prefix="abcdef")
+    call_command("agent_tokens", "revoke", "030899", stdout=StringIO())
+    call_command("agent_tokens", "revoke", str(other.id), stdout=StringIO())
+    assert {t.revoked for t in AgentToken.objects.filter(id__in=[digits.id, other.id])} == {True}
+    with pytest.raises(CommandError, match="no token match '999999'"):
+        call_command("agent_tokens", "revoke", "999999", stdout=StringIO())
+    AgentToken.objects.filter(id=digits.id).update(prefix=f"{other.id}0000")
+    with pytest.raises(CommandError, match="2 tokens match"):
+        call_command("agent_tokens", "revoke", str(other.id), stdout=StringIO())
 
 
 def test_admins_list_and_revoke_tokens_through_the_rest_api(people, agents, api):

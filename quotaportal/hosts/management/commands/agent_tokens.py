@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
+from django.db.models import Q
 
 from quotaportal.hosts import services
 from quotaportal.hosts.models import AgentToken
@@ -41,17 +42,24 @@ class Command(BaseCommand):
             )
 
     def revoke(self, key: str) -> None:
-        matches = list(
-            AgentToken.objects.filter(id=int(key))
-            if key.isdigit()
-            else AgentToken.objects.filter(prefix__startswith=key)
-        )
+        matches = self.matching(key)
         if len(matches) != 1:
             found = "no token" if not matches else f"{len(matches)} tokens"
-            raise CommandError(f"{found} match {key!r}; give an id from 'agent_tokens list'")
+            raise CommandError(
+                f"{found} match {key!r}; give an id or a whole prefix from 'agent_tokens list'"
+            )
         try:
             token = services.revoke_agent_token(None, matches[0])
         except ServiceError as err:
             raise CommandError(err.message) from None
         hosts = ", ".join(token.host_names) or "no host"
         self.stdout.write(f"revoked {token.prefix}… ({hosts} now LOST)")
+
+    @staticmethod
+    def matching(key: str) -> list[AgentToken]:
+        # A hex prefix can be all digits, so a digit key may name an id or a prefix; when it
+        # names two tokens the caller is told to give the whole prefix instead of guessing.
+        wanted = Q(prefix__startswith=key.lower())
+        if key.isdigit():
+            wanted |= Q(id=int(key))
+        return list(AgentToken.objects.filter(wanted))
