@@ -55,6 +55,7 @@ INSTALLED_APPS = [
     "axes",
     "quotaportal.quotas",
     "quotaportal.hosts",
+    "quotaportal.awsbatch",
     "quotaportal.api",
     "quotaportal.web",
 ]
@@ -141,6 +142,9 @@ QP_EXAMPLE_COMMAND = os.environ.get("QP_EXAMPLE_COMMAND", "")
 
 # Scheduler loop and host health (DESIGN.md §7).
 QP_TICK_SECONDS = envint("QP_TICK_SECONDS", 2)
+# The AWS-compatible endpoint names resources with ARNs of this region and account.
+QP_AWS_REGION = os.environ.get("QP_AWS_REGION", "us-east-1")
+QP_AWS_ACCOUNT_ID = os.environ.get("QP_AWS_ACCOUNT_ID", "000000000000")
 QP_HOST_TIMEOUT = envint("QP_HOST_TIMEOUT", 30)
 # Enqueue a tick right after a submit, priority change, termination or job end.
 QP_IMMEDIATE_TICKS = envbool("QP_IMMEDIATE_TICKS", True)

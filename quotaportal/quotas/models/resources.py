@@ -66,6 +66,7 @@ class ServiceEnvironment(models.Model):
     state = models.CharField(max_length=8, choices=State.choices, default=State.ENABLED)
     region = models.CharField(max_length=32, blank=True)
     arn = models.CharField(max_length=256, blank=True)
+    tags = models.JSONField(default=dict, blank=True)  # AWS resource tags
 
     class Meta:
         constraints = [
@@ -109,6 +110,7 @@ class SchedulingPolicy(models.Model):
     idle_resource_assignment_strategy = models.CharField(
         max_length=8, choices=IdleStrategy.choices, default=IdleStrategy.FIFO
     )
+    tags = models.JSONField(default=dict, blank=True)  # AWS resource tags
 
     class Meta:
         verbose_name_plural = "scheduling policies"
@@ -143,6 +145,7 @@ class JobQueue(models.Model):
     # "action": "TERMINATE"}]; a job heading its share longer than that is terminated.
     job_state_time_limit_actions = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
+    tags = models.JSONField(default=dict, blank=True)  # AWS resource tags
     # Change tracking so a tick can skip re-planning a queue nothing has touched: every
     # service that changes what the planner sees bumps state_version; a tick that changed
     # nothing records the version and active-job count it planned.
@@ -182,6 +185,7 @@ class QuotaShare(models.Model):
     in_share_preemption = models.BooleanField(default=False)
     state = models.CharField(max_length=8, choices=State.choices, default=State.ENABLED)
     created_at = models.DateTimeField(auto_now_add=True)
+    tags = models.JSONField(default=dict, blank=True)  # AWS resource tags
     # Where the last tick ranked this share among those with RUNNABLE jobs (0 = served first);
     # None when it has none. Positions in the queue are derived from it on read.
     queue_rank = models.PositiveIntegerField(null=True, blank=True)

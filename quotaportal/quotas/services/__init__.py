@@ -17,6 +17,7 @@ from quotaportal.quotas.services.resources import (
     update_service_environment,
 )
 from quotaportal.quotas.services.shares import create_share, delete_share, update_share
+from quotaportal.quotas.services.tags import tag_resource, untag_resource
 from quotaportal.quotas.services.tick import run_tick
 
 __all__ = [
@@ -36,7 +37,9 @@ __all__ = [
     "run_tick",
     "set_priority",
     "submit_job",
+    "tag_resource",
     "terminate_job",
+    "untag_resource",
     "update_job_queue",
     "update_service_environment",
     "update_share",

@@ -22,6 +22,7 @@ from quotaportal.quotas.models import (
 )
 from quotaportal.quotas.permissions import require_admin
 from quotaportal.quotas.services.audit import record
+from quotaportal.quotas.services.jobs import tags_error
 from quotaportal.quotas.services.ticks import queue_changed
 from scheduler.validation import instance_count_error
 
@@ -36,6 +37,14 @@ def _created(actor, model, kind_name: str, **fields):
         ) from None
     record(actor, EventKind.RESOURCE_CHANGED, action="created", resource=kind_name, name=str(obj))
     return obj
+
+
+def checked_tags(tags) -> dict:
+    """Tags given at creation, by AWS's rules (None means none)."""
+    tags = tags or {}
+    if error := tags_error(tags):
+        raise InvalidInput({"tags": error})
+    return tags
 
 
 def create_team(actor, *, name: str) -> Team:
@@ -90,8 +99,10 @@ def create_service_environment(
     backend: str = Backend.SIMULATED,
     state: str = State.ENABLED,
     region: str = "",
+    tags: dict | None = None,
 ) -> ServiceEnvironment:
     require_admin(actor, "create service environments")
+    tags = checked_tags(tags)
     if backend not in Backend.values:
         raise InvalidInput({"backend": f"backend must be one of {', '.join(Backend.values)}"})
     if state not in State.values:
@@ -105,6 +116,7 @@ def create_service_environment(
         backend=backend,
         state=state,
         region=region,
+        tags=tags,
     )
     EnvironmentCapacity.objects.bulk_create(
         EnvironmentCapacity(environment=env, capacity_unit=units[u], max_capacity=n)
@@ -143,9 +155,10 @@ def update_service_environment(
     return env
 
 
-def create_scheduling_policy(actor, *, name: str) -> SchedulingPolicy:
+def create_scheduling_policy(actor, *, name: str, tags: dict | None = None) -> SchedulingPolicy:
     require_admin(actor, "create scheduling policies")
-    return _created(actor, SchedulingPolicy, "scheduling policy", name=name)
+    tags = checked_tags(tags)
+    return _created(actor, SchedulingPolicy, "scheduling policy", name=name, tags=tags)
 
 
 def create_job_queue(
@@ -159,8 +172,10 @@ def create_job_queue(
     state: str = State.ENABLED,
     preemption_grace_seconds: int = 30,
     job_state_time_limit_actions: list | None = None,
+    tags: dict | None = None,
 ) -> JobQueue:
     require_admin(actor, "create job queues")
+    tags = checked_tags(tags)
     errors = {}
     actions = job_state_time_limit_actions or []
     if error := time_limit_actions_error(actions):
@@ -185,6 +200,7 @@ def create_job_queue(
         state=state,
         preemption_grace_seconds=preemption_grace_seconds,
         job_state_time_limit_actions=actions,
+        tags=tags,
     )
 
 

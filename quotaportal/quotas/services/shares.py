@@ -19,6 +19,7 @@ from quotaportal.quotas.models import (
 )
 from quotaportal.quotas.permissions import require_admin
 from quotaportal.quotas.services.audit import record
+from quotaportal.quotas.services.resources import checked_tags
 from quotaportal.quotas.services.ticks import queue_changed
 from scheduler.validation import MAX_SHARES_PER_QUEUE, share_config_errors
 
@@ -86,9 +87,11 @@ def create_share(
     borrow_limit: int | None = None,
     in_share_preemption: bool = False,
     state: str = State.ENABLED,
+    tags: dict | None = None,
 ) -> QuotaShare:
     require_admin(actor, "create quota shares")
     _check_name(name)
+    tags = checked_tags(tags)
     _validate(capacity_limits, sharing_strategy, borrow_limit, state)
     units = _resolve_units(capacity_limits)  # before anything is written
     # Lock the queue row so two concurrent creates cannot both pass the 20-share check.
@@ -112,6 +115,7 @@ def create_share(
                 borrow_limit=-1 if borrow_limit is None else borrow_limit,
                 in_share_preemption=in_share_preemption,
                 state=state,
+                tags=tags,
             )
     except IntegrityError:
         raise InvalidInput(

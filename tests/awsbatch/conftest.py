@@ -1,0 +1,63 @@
+"""A live server and boto3 clients signed with real access keys (SigV4 end to end)."""
+
+from __future__ import annotations
+
+import boto3
+import pytest
+from botocore.config import Config
+
+from quotaportal.awsbatch import services as key_services
+from quotaportal.quotas import services
+from quotaportal.quotas.models import JobQueue
+
+REGION = "us-west-2"
+
+
+def batch_client(endpoint: str, access_key: str, secret: str):
+    return boto3.client(
+        "batch",
+        endpoint_url=endpoint,
+        region_name=REGION,
+        aws_access_key_id=access_key,
+        aws_secret_access_key=secret,
+        config=Config(retries={"max_attempts": 1}),
+    )
+
+
+class Aws:
+    """Users with access keys against the live server, and a tick to move time on."""
+
+    def __init__(self, endpoint: str):
+        self.endpoint = endpoint
+        self.keys = {}
+
+    def user(self, username: str, *, admin: bool = False, teams=()):
+        user, _ = services.create_user(username, admin=admin, teams=list(teams))
+        key, secret = key_services.create_access_key(None, user)
+        self.keys[username] = (key.access_key_id, secret)
+        return user
+
+    def client(self, username: str):
+        return batch_client(self.endpoint, *self.keys[username])
+
+    @staticmethod
+    def tick(queue_name: str, now=None) -> None:
+        services.run_tick(JobQueue.objects.get(name=queue_name).pk, now=now)
+
+
+@pytest.fixture
+def aws(live_server, transactional_db) -> Aws:
+    aws = Aws(f"{live_server.url}/aws/batch")
+    aws.user("ada", admin=True)
+    aws.user("sam", teams=["qs1", "qs2", "qs3"])
+    return aws
+
+
+@pytest.fixture
+def admin(aws):
+    return aws.client("ada")
+
+
+@pytest.fixture
+def scientist(aws):
+    return aws.client("sam")
