@@ -16,6 +16,7 @@ from quotaportal.quotas.services.audit import record
 
 MAX_ACTIVE_KEYS = 2  # AWS allows two per IAM user, so rotation works without a gap
 _ID_ALPHABET = string.ascii_uppercase + "234567"
+_SECRET_ALPHABET = string.ascii_letters + string.digits
 
 
 def _require_self_or_admin(actor, user, action: str) -> None:
@@ -33,7 +34,8 @@ def create_access_key(actor, user) -> tuple[AccessKey, str]:
             f"{user.get_username()} already has {MAX_ACTIVE_KEYS} active access keys; "
             "revoke one first"
         )
-    secret = secrets.token_urlsafe(30)[:40]
+    # Letters and digits only: a secret never starts with '-' or needs quoting in a shell.
+    secret = "".join(secrets.choice(_SECRET_ALPHABET) for _ in range(40))
     key = AccessKey.objects.create(
         user=user,
         access_key_id="QPAK" + "".join(secrets.choice(_ID_ALPHABET) for _ in range(16)),

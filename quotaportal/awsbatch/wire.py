@@ -3,7 +3,7 @@ and reading request members with the checks boto3 leaves to the server."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.core import signing
@@ -56,8 +56,12 @@ def from_service_error(err: ServiceError) -> AwsError:
     return AwsError(text)
 
 
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
 def ms(moment: datetime | None) -> int | None:
-    return None if moment is None else int(moment.timestamp() * 1000)
+    """Whole milliseconds since the epoch, in integers (a float would round some up)."""
+    return None if moment is None else (moment - EPOCH) // timedelta(milliseconds=1)
 
 
 def arn_prefix() -> str:

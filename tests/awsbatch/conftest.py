@@ -30,6 +30,7 @@ class Aws:
     def __init__(self, endpoint: str):
         self.endpoint = endpoint
         self.keys = {}
+        self.clients = []
 
     def user(self, username: str, *, admin: bool = False, teams=()):
         user, _ = services.create_user(username, admin=admin, teams=list(teams))
@@ -38,7 +39,16 @@ class Aws:
         return user
 
     def client(self, username: str):
-        return batch_client(self.endpoint, *self.keys[username])
+        return self.track(batch_client(self.endpoint, *self.keys[username]))
+
+    def track(self, client):
+        self.clients.append(client)
+        return client
+
+    def close(self) -> None:
+        # A kept-alive connection keeps a server thread, and its database session, open.
+        for client in self.clients:
+            client.close()
 
     @staticmethod
     def tick(queue_name: str, now=None) -> None:
@@ -50,7 +60,8 @@ def aws(live_server, transactional_db) -> Aws:
     aws = Aws(f"{live_server.url}/aws/batch")
     aws.user("ada", admin=True)
     aws.user("sam", teams=["qs1", "qs2", "qs3"])
-    return aws
+    yield aws
+    aws.close()
 
 
 @pytest.fixture

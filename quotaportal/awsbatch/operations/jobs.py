@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 
@@ -12,6 +12,7 @@ from quotaportal.awsbatch import lookups
 from quotaportal.awsbatch.operations import operation
 from quotaportal.awsbatch.operations.resources import SAGEMAKER_TRAINING
 from quotaportal.awsbatch.wire import (
+    EPOCH,
     AwsError,
     arn,
     from_service_error,
@@ -231,11 +232,12 @@ def summary_shape(job: Job) -> dict:
         "stoppedAt": ms(job.stopped_at),
         "isTerminated": True if job.is_terminated else None,  # AWS: present only when true
     }
-    if job.attempt_count:
+    # Attempts are prefetched by the callers that list many jobs.
+    if attempts := list(job.attempts.all()):
         shape["latestAttempt"] = {
             "serviceResourceId": {
                 "name": "TrainingJobArn",
-                "value": _training_job_arn(job, job.attempt_count),
+                "value": _training_job_arn(job, attempts[-1].number),
             }
         }
     return _without_none(shape)
@@ -292,7 +294,7 @@ def _numbered_preemptions(job: Job):
     recent = job.recent_preemptions
     numbers = preempted[-len(recent) :] if recent else []
     numbers = [None] * (len(recent) - len(numbers)) + numbers
-    return [(n or job.attempt_count, p) for n, p in zip(numbers, recent, strict=True)]
+    return [(n or len(preempted), p) for n, p in zip(numbers, recent, strict=True)]
 
 
 @operation("DescribeServiceJob")
@@ -339,11 +341,10 @@ def _filtered(jobs, body: dict):
     if name == "JOB_NAME":
         return jobs.filter(_name_matches(values))
     moment = _moment(values[0], name)
-    return (
-        jobs.filter(created_at__lt=moment)
-        if name == "BEFORE_CREATED_AT"
-        else (jobs.filter(created_at__gt=moment))
-    )
+    if name == "BEFORE_CREATED_AT":
+        return jobs.filter(created_at__lt=moment)
+    # Times are whole milliseconds on the wire: "after" starts at the next one.
+    return jobs.filter(created_at__gte=moment + timedelta(milliseconds=1))
 
 
 def _name_matches(values):
@@ -361,7 +362,7 @@ def _name_matches(values):
 def _moment(value: str, name: str) -> datetime:
     if not value.isdigit() or len(value) > 15:
         raise AwsError(f"{name} takes a time in milliseconds since the epoch, as a string")
-    return datetime.fromtimestamp(int(value) / 1000, tz=UTC)
+    return EPOCH + timedelta(milliseconds=int(value))  # exact, unlike a float division
 
 
 @operation("ListServiceJobs")
@@ -369,7 +370,7 @@ def list_service_jobs(actor, body):
     jobs = selectors.visible_jobs(actor)
     if (queue := typed(body, "jobQueue", str)) is not None:
         jobs = jobs.filter(job_queue=lookups.job_queue(queue))
-    jobs = _filtered(jobs, body).order_by("-created_at", "-id")
+    jobs = _filtered(jobs, body).order_by("-created_at", "-id").prefetch_related("attempts")
     chunk, following = page(body, jobs, "ListServiceJobs")
     answer = {"jobSummaryList": [summary_shape(job) for job in chunk]}
     if following:
