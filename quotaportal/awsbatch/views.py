@@ -16,6 +16,7 @@ from django.http import HttpRequest, JsonResponse
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 
+from quotaportal.api.parsers import unstorable_text
 from quotaportal.awsbatch import services, sigv4
 from quotaportal.awsbatch.operations import OPERATIONS
 from quotaportal.awsbatch.operations.tags import BY_METHOD
@@ -113,6 +114,8 @@ def _body(request: HttpRequest) -> dict:
         raise AwsError(f"the request body is not valid JSON: {err}") from None
     if not isinstance(body, dict):
         raise AwsError("the request body must be a JSON object")
+    if problem := unstorable_text(body):
+        raise AwsError(f"{problem}; remove it and send the request again")
     return body
 
 

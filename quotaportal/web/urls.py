@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from quotaportal.web.views import dashboard, jobs, pages, shares
+from quotaportal.web.views import account, dashboard, jobs, pages, shares
 
 urlpatterns = [
     path("", dashboard.dashboard, name="dashboard"),
@@ -26,4 +26,6 @@ urlpatterns = [
     path("agent-tokens/<int:pk>/revoke/", pages.agent_token_revoke, name="agent-token-revoke"),
     path("environments/<int:pk>/agent-token/", pages.agent_token, name="agent-token"),
     path("audit/", pages.audit_log, name="audit-log"),
+    path("account/aws-keys/", account.aws_keys, name="aws-keys"),
+    path("account/aws-keys/<int:pk>/revoke/", account.aws_key_revoke, name="aws-key-revoke"),
 ]

@@ -440,3 +440,94 @@ def test_signatures_are_checked(aws, live_server, admin):
     assert unsigned.status_code == 403
     assert unsigned.headers["x-amzn-ErrorType"] == "MissingAuthenticationTokenException"
     assert admin.list_scheduling_policies()["schedulingPolicies"] == []  # the real key works
+
+
+def signed_post(aws, username: str, operation: str, body: bytes):
+    """A request signed as botocore signs, with any body at all (boto3 would refuse these)."""
+    import requests
+    from botocore.auth import SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    url = f"{aws.endpoint}/v1/{operation}"
+    request = AWSRequest("POST", url, data=body, headers={"Content-Type": "application/json"})
+    SigV4Auth(Credentials(*aws.keys[username]), "batch", "eu-west-1").add_auth(request)
+    return requests.post(url, data=body, headers=dict(request.headers), timeout=10)
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (b"[1, 2]", "the request body must be a JSON object"),
+        (b"{not json", "the request body is not valid JSON"),
+        (b'{"jobName": "a\\u0000b"}', "contains a NUL character"),
+        (b'{"jobName": "\\ud800"}', "lone surrogate"),
+        (b'{"jobName": 5, "jobQueue": "jq"}', "jobName must be a string"),
+        (
+            json.dumps(
+                {
+                    "jobName": "j",
+                    "jobQueue": "jq",
+                    "serviceJobType": "SAGEMAKER_TRAINING",
+                    "quotaShareName": "qs1",
+                    "serviceRequestPayload": json.dumps({"pad": "x" * 300_000}),
+                }
+            ).encode(),
+            "serviceRequestPayload is larger than 262,144 bytes",
+        ),
+        (
+            json.dumps(
+                {
+                    "jobName": "j",
+                    "jobQueue": "jq",
+                    "serviceJobType": "SAGEMAKER_TRAINING",
+                    "quotaShareName": "qs1",
+                    "serviceRequestPayload": '{"ResourceConfig": {"InstanceType": "\\u0000"}}',
+                }
+            ).encode(),
+            "serviceRequestPayload.ResourceConfig.InstanceType contains a NUL character",
+        ),
+        (
+            json.dumps(
+                {
+                    "jobName": "j",
+                    "jobQueue": "jq",
+                    "serviceJobType": "SAGEMAKER_TRAINING",
+                    "quotaShareName": "qs1",
+                    "serviceRequestPayload": payload(count=0),
+                }
+            ).encode(),
+            "ResourceConfig.InstanceCount must be a whole number of at least 1",
+        ),
+    ],
+)
+def test_hostile_bodies_get_a_client_exception_that_says_what_to_fix(aws, admin, body, message):
+    setup_queue(admin)
+    add_share(admin, "qs1")
+    answer = signed_post(aws, "sam", "submitservicejob", body)
+    assert answer.status_code == 400, answer.text
+    assert answer.headers["x-amzn-ErrorType"] == "ClientException"
+    assert message in answer.json()["message"]
+    assert answer.json()["__type"] == "ClientException"
+    assert not Job.objects.exists()
+
+
+def test_an_old_signature_is_refused_as_expired(aws):
+    import requests
+    from botocore.auth import SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    url = f"{aws.endpoint}/v1/listschedulingpolicies"
+    request = AWSRequest("POST", url, data=b"{}", headers={"Content-Type": "application/json"})
+    auth = SigV4Auth(Credentials(*aws.keys["ada"]), "batch", "us-east-1")
+    old = (timezone.now() - timedelta(minutes=20)).strftime("%Y%m%dT%H%M%SZ")
+    request.context["timestamp"] = old
+    request.headers["X-Amz-Date"] = old
+    canonical = auth.canonical_request(request)
+    signature = auth.signature(auth.string_to_sign(request, canonical), request)
+    auth._inject_signature_to_request(request, signature)
+    answer = requests.post(url, data=b"{}", headers=dict(request.headers), timeout=10)
+    assert answer.status_code == 403
+    assert answer.headers["x-amzn-ErrorType"] == "InvalidSignatureException"
+    assert "Signature expired" in answer.json()["message"]

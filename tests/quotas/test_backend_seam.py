@@ -10,7 +10,7 @@ import pytest
 from quotaportal.quotas.backends import EnvironmentBackend, backend_for
 from quotaportal.quotas.models import Backend, ServiceEnvironment
 
-BACKEND_PACKAGES = ("quotaportal.hosts",)  # and every later backend's package
+BACKEND_PACKAGES = ("quotaportal.hosts", "quotaportal.awsbatch")  # and every later backend
 
 
 def imported_modules(path) -> set[str]:

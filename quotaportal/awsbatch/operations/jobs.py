@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 
+from quotaportal.api.parsers import unstorable_text
 from quotaportal.awsbatch import lookups
 from quotaportal.awsbatch.operations import operation
 from quotaportal.awsbatch.operations.resources import SAGEMAKER_TRAINING
@@ -54,6 +55,8 @@ def _payload(body: dict) -> dict:
         raise AwsError(f"serviceRequestPayload is not valid JSON: {err}") from None
     if not isinstance(payload, dict):
         raise AwsError("serviceRequestPayload must be a JSON object (a CreateTrainingJob request)")
+    if problem := unstorable_text(payload, "serviceRequestPayload"):
+        raise AwsError(f"{problem}; remove it and send the request again")
     return payload
 
 
