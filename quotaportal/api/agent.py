@@ -61,6 +61,16 @@ class HeartbeatSerializer(serializers.Serializer):
         max_length=4096,
         help_text="placements the agent runs now; others of ended attempts are closed",
     )
+    wait = serializers.FloatField(
+        required=False,
+        default=0.0,
+        min_value=0.0,
+        max_value=60.0,
+        help_text="long-poll: answer once what should run differs from `known`, or after this",
+    )
+    known = serializers.CharField(
+        required=False, allow_blank=True, max_length=64, help_text="version of the last answer"
+    )
 
 
 class ReportSerializer(serializers.Serializer):
@@ -108,7 +118,15 @@ class HeartbeatView(AgentView):
 
     def post(self, request):
         data = self.parsed(request)
-        return Response(services.heartbeat(request.auth, data["name"], data.get("running")))
+        return Response(
+            services.heartbeat(
+                request.auth,
+                data["name"],
+                data.get("running"),
+                wait=data["wait"],
+                known=data.get("known"),
+            )
+        )
 
 
 class ReportView(AgentView):

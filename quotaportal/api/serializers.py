@@ -20,7 +20,7 @@ from quotaportal.quotas.models import (
     Team,
 )
 from quotaportal.quotas.permissions import can_read_output
-from quotaportal.quotas.services.jobs import MAX_COMMAND_BYTES, MAX_TAG_VALUE
+from quotaportal.quotas.services.jobs import MAX_BATCH, MAX_COMMAND_BYTES, MAX_TAG_VALUE
 from scheduler.validation import MAX_BORROW_LIMIT, MAX_INSTANCES
 
 
@@ -244,7 +244,7 @@ JOB_STATE_FIELDS = [
 
 
 class JobSerializer(serializers.ModelSerializer):
-    job_queue = NamedRef(queryset=JobQueue.objects.all())
+    job_queue = NamedRef(queryset=JobQueue.objects.select_related("service_environment"))
     quota_share = serializers.CharField(source="share_name", max_length=128)
     capacity_unit = serializers.CharField(source="capacity_unit.name", max_length=64)
     submitted_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
@@ -305,6 +305,23 @@ class JobSerializer(serializers.ModelSerializer):
 
     def get_position_in_queue(self, job) -> int | None:
         return self._position(job, 1)
+
+
+class BatchJobSerializer(JobSerializer):
+    """One item of a batch submit: the fields of a submit, the queue by name (looked up once
+    per batch, not once per item)."""
+
+    job_queue = serializers.CharField(max_length=128)
+
+    class Meta(JobSerializer.Meta):
+        fields = JOB_INPUT_FIELDS
+        read_only_fields = []
+
+
+class BatchSubmitSerializer(serializers.Serializer):
+    jobs = serializers.ListField(
+        child=serializers.DictField(), min_length=1, max_length=MAX_BATCH, allow_empty=False
+    )
 
 
 class AgentTokenRequestSerializer(serializers.Serializer):

@@ -13,6 +13,7 @@ from quotaportal.hosts.models import AgentToken, GpuHost
 from quotaportal.quotas import selectors, services
 from quotaportal.quotas.models import (
     CapacityUnit,
+    JobAttempt,
     JobQueue,
     JobStatus,
     QuotaShare,
@@ -258,7 +259,54 @@ class JobViewSet(
         data["quota_share"] = data.pop("share_name")
         data["capacity_unit"] = data.pop("capacity_unit")["name"]
         job = services.submit_job(request.user, **data)
-        return Response(self.get_serializer(job).data, status=status.HTTP_201_CREATED)
+        return Response(fresh_job_data(self, job), status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=s.BatchSubmitSerializer, responses={201: dict})
+    @action(detail=False, methods=["post"])
+    def batch(self, request):
+        """Submit up to 1,000 jobs in one transaction (a sweep). Each item takes the fields of
+        a single submit. If any item is invalid, nothing is submitted and the 400 names each
+        failing item's fields (`jobs[3].quantity`). Each item may carry its own client_token,
+        so a batch sent again after a lost answer makes no duplicates."""
+        envelope = s.BatchSubmitSerializer(data=request.data)
+        envelope.is_valid(raise_exception=True)
+        items, errors = {}, {}
+        for index, raw in enumerate(envelope.validated_data["jobs"]):
+            item = s.BatchJobSerializer(data=raw)
+            if not item.is_valid():
+                errors.update({f"jobs[{index}].{k}": v for k, v in item.errors.items()})
+                continue
+            data = dict(item.validated_data)
+            data["quota_share"] = data.pop("share_name")
+            data["capacity_unit"] = data.pop("capacity_unit")["name"]
+            items[index] = data
+        queues = JobQueue.objects.select_related("service_environment").in_bulk(
+            {item["job_queue"] for item in items.values()}, field_name="name"
+        )
+        for index, item in items.items():
+            if item["job_queue"] not in queues:
+                errors[f"jobs[{index}].job_queue"] = [f"no job queue named {item['job_queue']}"]
+            item["job_queue"] = queues.get(item["job_queue"])
+        if errors:
+            raise serializers.ValidationError(errors)
+        items = list(items.values())
+        jobs = services.submit_jobs(request.user, items)
+        return Response(
+            {
+                "count": len(jobs),
+                "jobs": [
+                    {
+                        "id": str(job.pk),
+                        "name": job.name,
+                        "status": job.status,
+                        "quota_share": job.share_name,
+                        "client_token": job.client_token,
+                    }
+                    for job in jobs
+                ],
+            },
+            status=status.HTTP_201_CREATED,
+        )
 
     @extend_schema(request=s.PriorityUpdateSerializer, responses=s.JobSerializer)
     def partial_update(self, request, *args, **kwargs):
@@ -281,6 +329,14 @@ class JobViewSet(
         serializer.is_valid(raise_exception=True)
         services.terminate_job(request.user, job, serializer.validated_data["reason"])
         return Response(self.get_serializer(self.get_object()).data)
+
+
+def fresh_job_data(view, job) -> dict:
+    """A job just submitted, rendered without asking the database what it cannot hold yet: it
+    has no attempts, and its place in the queue comes from the next tick (GET the job)."""
+    job._prefetched_objects_cache = {"attempts": JobAttempt.objects.none()}
+    context = {**view.get_serializer_context(), "positions": {job.pk: None}}
+    return s.JobSerializer(job, context=context).data
 
 
 class HostSerializer(serializers.ModelSerializer):

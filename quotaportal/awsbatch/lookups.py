@@ -42,28 +42,24 @@ def _text(value) -> str:
     return value
 
 
+def _existing(queryset, name: str, label: str):
+    found = queryset.filter(name=name).first()
+    if found is None:
+        raise AwsError(f"{label} {name} does not exist")
+    return found
+
+
 def job_queue(value: str) -> JobQueue:
-    name = queue_name(value)
-    queue = JobQueue.objects.select_related("service_environment").filter(name=name).first()
-    if queue is None:
-        raise AwsError(f"Job queue {name} does not exist")
-    return queue
+    queues = JobQueue.objects.select_related("service_environment")
+    return _existing(queues, queue_name(value), "Job queue")
 
 
 def service_environment(value: str) -> ServiceEnvironment:
-    name = environment_name(value)
-    env = ServiceEnvironment.objects.filter(name=name).first()
-    if env is None:
-        raise AwsError(f"Service environment {name} does not exist")
-    return env
+    return _existing(ServiceEnvironment.objects, environment_name(value), "Service environment")
 
 
 def scheduling_policy(value: str) -> SchedulingPolicy:
-    name = policy_name(value)
-    policy = SchedulingPolicy.objects.filter(name=name).first()
-    if policy is None:
-        raise AwsError(f"Scheduling policy {name} does not exist")
-    return policy
+    return _existing(SchedulingPolicy.objects, policy_name(value), "Scheduling policy")
 
 
 def quota_share(value: str) -> QuotaShare:

@@ -10,10 +10,13 @@ from django.utils import timezone
 
 from quotaportal.quotas.models import JobQueue, SchedulerRun, State, UtilizationSample
 from quotaportal.quotas.services.tick import run_tick
+from quotaportal.quotas.services.ticks import gate
 
 
 @shared_task(ignore_result=True)
 def tick_queue(queue_id: int) -> None:
+    # Before reading anything: a change committed from now on must enqueue the next tick.
+    gate.release(queue_id)
     run_tick(queue_id)
 
 

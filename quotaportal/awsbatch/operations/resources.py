@@ -108,6 +108,13 @@ def delete_scheduling_policy(actor, body):
     return {}
 
 
+def _require_disabled_to_delete(actor, obj, kind: str) -> None:
+    """AWS deletes only what was first DISABLED, so nothing is deleted by a slip."""
+    require_admin(actor, f"delete {kind}s")
+    if obj.state != State.DISABLED:
+        raise AwsError(f"{kind.capitalize()} {obj.name} must be DISABLED before it is deleted")
+
+
 # Service environments
 
 
@@ -212,9 +219,7 @@ def describe_service_environments(actor, body):
 @operation("DeleteServiceEnvironment")
 def delete_service_environment(actor, body):
     env = lookups.service_environment(required(body, "serviceEnvironment"))
-    require_admin(actor, "delete service environments")
-    if env.state != State.DISABLED:
-        raise AwsError(f"Service environment {env.name} must be DISABLED before it is deleted")
+    _require_disabled_to_delete(actor, env, "service environment")
     if env.job_queues.exists():
         raise AwsError(
             f"Service environment {env.name} is used by job queues "
@@ -340,8 +345,6 @@ def describe_job_queues(actor, body):
 @operation("DeleteJobQueue")
 def delete_job_queue(actor, body):
     queue = lookups.job_queue(required(body, "jobQueue"))
-    require_admin(actor, "delete job queues")
-    if queue.state != State.DISABLED:
-        raise AwsError(f"Job queue {queue.name} must be DISABLED before it is deleted")
+    _require_disabled_to_delete(actor, queue, "job queue")
     services.delete_resource(actor, queue, "job queue")
     return {}

@@ -65,7 +65,12 @@ def parse(argv):
         default=Path("./quotaportal-agent"),
         help="job output and checkpoints",
     )
-    parser.add_argument("--interval", type=float, default=1.0, help="seconds between heartbeats")
+    parser.add_argument(
+        "--interval",
+        type=float,
+        default=1.0,
+        help="first retry delay when the server is unreachable (heartbeats are long-polls)",
+    )
     parser.add_argument(
         "--output-every",
         type=float,

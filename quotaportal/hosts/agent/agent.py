@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import queue
 import threading
 import time
 from pathlib import Path
@@ -28,6 +29,45 @@ MAX_BACKOFF = 30.0
 DEFAULT_LEASE = 30.0
 STATE_FILE = "agent-state.json"
 LEASE_LOST = "Stopped by its agent: the agent lost contact with the server"
+POLL_STEP = 0.05  # seconds between looks at the jobs: exits are reported within this
+LONG_POLL_SECONDS = 10.0
+
+
+class HeartbeatPoller:
+    """One heartbeat at a time, in its own thread, so a long-poll never delays the agent's
+    look at its jobs. The agent asks; the answer (or the error) comes back through result()."""
+
+    def __init__(self, client: Client, name: str):
+        self.client, self.name = client, name
+        self.busy = False
+        self._asks: queue.Queue = queue.Queue()
+        self._answers: queue.Queue = queue.Queue()
+        self._thread = threading.Thread(target=self._run, name="heartbeats", daemon=True)
+        self._thread.start()
+
+    def ask(self, running: list[int], wait: float, known: str) -> None:
+        self.busy = True
+        self._asks.put((running, wait, known))
+
+    def result(self, timeout: float):
+        """The answer dict or the exception of the last ask; None while it is under way."""
+        try:
+            answer = self._answers.get(timeout=timeout)
+        except queue.Empty:
+            return None
+        self.busy = False
+        return answer
+
+    def close(self) -> None:
+        self._asks.put(None)
+
+    def _run(self) -> None:
+        while (ask := self._asks.get()) is not None:
+            running, wait, known = ask
+            try:
+                self._answers.put(self.client.heartbeat(self.name, running, wait, known))
+            except Exception as err:  # handed to the agent's thread, which decides
+                self._answers.put(err)
 
 
 class Agent:
@@ -59,6 +99,8 @@ class Agent:
         self.finished: set[int] = set()
         self.unreported: list[tuple] = []  # reports to retry once the server is back
         self.lease = DEFAULT_LEASE
+        self.version = ""  # of the placements last heard; a long-poll waits for another
+        self.desired: list[dict] = []  # what the server last said should run here
         self.last_contact = time.monotonic()
         # Shims hold the read end; only this process holds the write end. Both are kept out
         # of jobs (close_fds), so the read end sees EOF exactly when this process is gone.
@@ -80,39 +122,65 @@ class Agent:
         self.lease = float(answer.get("lease_seconds", self.lease))
 
     def run(self, stop: threading.Event, registered: bool = True) -> None:
-        backoff = self.interval
-        while not stop.is_set():
-            try:
-                if not registered:
-                    self.register()
-                    registered = True
-                self.flush_reports()
-                answer = self.client.heartbeat(self.name, sorted(self.running))
-                self.contact(answer)
-                self.reconcile(answer["placements"])
-                backoff = self.interval
-            except Unreachable as err:
-                log.warning("server unreachable (%s); retrying in %.1f s", err, backoff)
-                backoff = min(backoff * 2, MAX_BACKOFF, self.lease / 4)
-            except AuthError:
-                log.error("the server refused this agent's token: stopping every job")
-                self.shutdown()
-                raise
-            except AgentError as err:
-                if "register" not in str(err):
-                    # A refused heartbeat is the server's word on this request only; the
-                    # lease still guards the jobs if refusals go on.
-                    log.warning("heartbeat refused (%s); retrying in %.1f s", err, backoff)
-                    backoff = min(backoff * 2, MAX_BACKOFF, self.lease / 4)
-                else:
-                    log.warning("%s", err)
-                    # The server failed these jobs over already: none may go on beside a retry.
-                    self.abandon_jobs()
-                    registered = False
-            self.keep_lease()
-            self.reap()
-            stop.wait(backoff)
-        self.shutdown()
+        """Heartbeats go out one at a time from a poller thread, as long-polls: the server
+        answers as soon as what should run here changes. Meanwhile this thread looks at the
+        jobs every POLL_STEP seconds, so an exit is reported at once."""
+        poller = HeartbeatPoller(self.client, self.name)
+        backoff, next_poll = self.interval, 0.0
+        try:
+            while not stop.is_set():
+                if not poller.busy and time.monotonic() >= next_poll:
+                    try:
+                        if not registered:
+                            self.register()
+                            registered = True
+                        self.flush_reports()
+                        poller.ask(sorted(self.running), self.long_poll_wait(), self.version)
+                    except (Unreachable, AgentError) as err:
+                        backoff, registered = self.refused(err, backoff, registered)
+                        next_poll = time.monotonic() + backoff
+                answer = poller.result(POLL_STEP)
+                if isinstance(answer, Exception):
+                    backoff, registered = self.refused(answer, backoff, registered)
+                    next_poll = time.monotonic() + backoff
+                elif answer is not None:
+                    self.contact(answer)
+                    self.desired = answer["placements"]
+                    self.reconcile(self.desired)
+                    # A server without long-polls answers at once: then ask once an interval.
+                    self.version = answer.get("version", "")
+                    backoff = self.interval
+                    next_poll = time.monotonic() + (0 if self.version else self.interval)
+                self.keep_lease()
+                if self.reap():
+                    # GPUs a stopped job held are free: a placement waiting for them starts.
+                    self.reconcile(self.desired)
+        finally:
+            poller.close()
+            self.shutdown()
+
+    def long_poll_wait(self) -> float:
+        """Short enough that an answer always comes well inside the lease."""
+        return min(LONG_POLL_SECONDS, self.lease / 4)
+
+    def refused(self, err: Exception, backoff: float, registered: bool) -> tuple[float, bool]:
+        """Handle a failed request: the next backoff, and whether the host is still registered."""
+        if isinstance(err, AuthError):
+            log.error("the server refused this agent's token: stopping every job")
+            raise err
+        if isinstance(err, Unreachable):
+            log.warning("server unreachable (%s); retrying in %.1f s", err, backoff)
+        elif "register" not in str(err):
+            # A refused heartbeat is the server's word on this request only; the lease
+            # still guards the jobs if refusals go on.
+            log.warning("heartbeat refused (%s); retrying in %.1f s", err, backoff)
+        else:
+            log.warning("%s", err)
+            # The server failed these jobs over already: none may go on beside a retry.
+            self.abandon_jobs()
+            self.version, self.desired = "", []
+            return self.interval, False
+        return min(backoff * 2, MAX_BACKOFF, self.lease / 4), registered
 
     def keep_lease(self) -> None:
         """Out of contact for half the lease: stop every job before the server gives up."""
@@ -168,18 +236,22 @@ class Agent:
         )
         self.send(placement, "started")
 
-    def reap(self) -> None:
+    def reap(self) -> int:
+        """Report the jobs that exited; how many did."""
+        exited = 0
         for placement, job in list(self.running.items()):
             code = job.poll()
             if code is None:
                 self.share_output(placement, job)
                 continue
+            exited += 1
             del self.running[placement]
             self.finished.add(placement)
             self.save_state()
             log.info("job %s rank %s exited with %s", job.spec["job_id"], job.spec["rank"], code)
             reason = LEASE_LOST if job.lease_lost else ""
             self.send(placement, "exited", code, job.output_tail(), reason)
+        return exited
 
     def share_output(self, placement: int, job: RunningJob) -> None:
         """While a job runs, send the tail of its output now and then (the job page shows it)."""

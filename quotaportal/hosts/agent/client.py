@@ -26,7 +26,7 @@ class Client:
         self.token = token
         self.timeout = timeout
 
-    def post(self, path: str, body: dict) -> dict:
+    def post(self, path: str, body: dict, timeout: float | None = None) -> dict:
         request = urllib.request.Request(
             self.base + path,
             data=json.dumps(body).encode(),
@@ -34,7 +34,7 @@ class Client:
             headers={"Content-Type": "application/json", "Authorization": f"Agent {self.token}"},
         )
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+            with urllib.request.urlopen(request, timeout=timeout or self.timeout) as response:
                 return json.loads(response.read() or b"{}")
         except urllib.error.HTTPError as err:
             detail = _detail(err)
@@ -54,12 +54,18 @@ class Client:
             {"name": name, "capacity_unit": capacity_unit, "gpus": gpus, "address": address},
         )
 
-    def heartbeat(self, name: str, running: list[int] | None = None) -> dict:
-        """{"placements": what should run here, "lease_seconds": how long silence may last}."""
+    def heartbeat(
+        self, name: str, running: list[int] | None = None, wait: float = 0.0, known: str = ""
+    ) -> dict:
+        """{"placements": what should run here, "version": their version, "lease_seconds": how
+        long silence may last}. With `wait`, the server answers once the placements differ
+        from version `known`, or after `wait` seconds (a long-poll)."""
         body = {"name": name}
         if running is not None:
             body["running"] = running
-        return self.post("heartbeat/", body)
+        if wait > 0:
+            body.update(wait=wait, known=known)
+        return self.post("heartbeat/", body, timeout=self.timeout + wait)
 
     def report(
         self,

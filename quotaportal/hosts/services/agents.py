@@ -3,6 +3,9 @@ run) and reports starts, output and exits."""
 
 from __future__ import annotations
 
+import hashlib
+import time
+
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Exists, OuterRef, Prefetch
@@ -11,6 +14,7 @@ from django.utils import timezone
 from quotaportal.hosts.models import AgentToken, GpuHost, HostState, Placement
 from quotaportal.hosts.services.fleet import HOST_LOST, capacity_changed, close_placements
 from quotaportal.hosts.services.tokens import check_host_name
+from quotaportal.quotas import wakeups
 from quotaportal.quotas.errors import Forbidden, InvalidInput
 from quotaportal.quotas.models import (
     DISPATCHED,
@@ -147,14 +151,31 @@ def desired_placements(host: GpuHost) -> list[dict]:
     return result
 
 
-def heartbeat(token: AgentToken, name: str, running: list[int] | None = None) -> dict:
-    """What should run on the host, and the lease: how long the agent may go unheard.
+MAX_WAIT_SECONDS = 20.0
+
+
+def heartbeat(
+    token: AgentToken,
+    name: str,
+    running: list[int] | None = None,
+    *,
+    wait: float = 0.0,
+    known: str | None = None,
+) -> dict:
+    """What should run on the host, its version, and the lease: how long the agent may go
+    unheard.
 
     `running` lists the placements the agent runs now. A rank whose attempt ended before the
     agent ever started it (preempted or terminated at once) gets no exit report; the agent's
     word that it does not run it closes it, so it never holds back its job's retry.
+
+    Long-poll: with `wait` seconds and the `known` version of its last answer, the answer
+    comes as soon as what should run differs from that version (woken by the tick or the
+    service that changed it), or when the wait is over, whichever is first.
     """
     host = _host(token, name)
+    env_id = host.service_environment_id
+    mark = wakeups.generation(env_id)  # before reading: a change after this read wakes us
     was_lost = host.state == HostState.LOST
     now = timezone.now()
     GpuHost.objects.filter(pk=host.pk).update(last_heartbeat=now)
@@ -165,7 +186,30 @@ def heartbeat(token: AgentToken, name: str, running: list[int] | None = None) ->
         Placement.objects.filter(
             host=host, exited_at__isnull=True, attempt__stopped_at__isnull=False
         ).exclude(pk__in=running).update(exited_at=now)
-    return {"placements": desired_placements(host), "lease_seconds": settings.QP_HOST_TIMEOUT}
+    desired = desired_placements(host)
+    version = placements_version(desired)
+    # Never so long that the host's own timeout could pass while it waits here.
+    wait = min(max(wait, 0.0), MAX_WAIT_SECONDS, settings.QP_HOST_TIMEOUT / 3)
+    deadline = time.monotonic() + wait
+    while version == known and (left := deadline - time.monotonic()) > 0:
+        if not wakeups.wait_for(env_id, mark, left):
+            break
+        mark = wakeups.generation(env_id)
+        desired = desired_placements(host)
+        version = placements_version(desired)
+    if wait > 0:
+        GpuHost.objects.filter(pk=host.pk).update(last_heartbeat=timezone.now())
+    return {
+        "placements": desired,
+        "version": version,
+        "lease_seconds": settings.QP_HOST_TIMEOUT,
+    }
+
+
+def placements_version(desired: list[dict]) -> str:
+    """Placements never change once made, so their ids say what should run."""
+    ids = ",".join(str(p["placement"]) for p in sorted(desired, key=lambda p: p["placement"]))
+    return hashlib.sha1(ids.encode()).hexdigest()[:16]
 
 
 @transaction.atomic

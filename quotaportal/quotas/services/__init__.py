@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from quotaportal.quotas.services.jobs import set_priority, submit_job, terminate_job
+from quotaportal.quotas.services.jobs import set_priority, submit_job, submit_jobs, terminate_job
 from quotaportal.quotas.services.lifecycle import end_attempt, finish_job, mark_started
 from quotaportal.quotas.services.resources import (
     add_member,
@@ -37,6 +37,7 @@ __all__ = [
     "run_tick",
     "set_priority",
     "submit_job",
+    "submit_jobs",
     "tag_resource",
     "terminate_job",
     "untag_resource",

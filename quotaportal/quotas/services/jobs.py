@@ -8,12 +8,13 @@ import json
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from quotaportal.quotas import bridge
-from quotaportal.quotas.errors import Conflict, InvalidInput
+from quotaportal.quotas import bridge, wakeups
+from quotaportal.quotas.errors import Conflict, InvalidInput, ServiceError
 from quotaportal.quotas.models import (
     ACTIVE,
     FINAL,
     CapacityUnit,
+    Event,
     EventKind,
     Job,
     JobQueue,
@@ -21,7 +22,7 @@ from quotaportal.quotas.models import (
     QuotaShare,
     State,
 )
-from quotaportal.quotas.permissions import require_job_access, require_share_member
+from quotaportal.quotas.permissions import actor_name, require_job_access, require_share_member
 from quotaportal.quotas.services.audit import record
 from quotaportal.quotas.services.retries import check_evaluate_on_exit
 from quotaportal.quotas.services.ticks import queue_changed
@@ -164,28 +165,49 @@ def submit_job(
     return job
 
 
-def _target(actor, job_queue: JobQueue, fields: dict) -> tuple[QuotaShare, CapacityUnit]:
-    """The share and unit a submission names, checked: exists, allowed, and can ever fit."""
+def _target(
+    actor, job_queue: JobQueue, fields: dict, cache: dict | None = None
+) -> tuple[QuotaShare, CapacityUnit]:
+    """The share and unit a submission names, checked: exists, allowed, and can ever fit.
+
+    `cache` keeps the lookups between the items of one batch (same queue, share, unit)."""
+    cache = {} if cache is None else cache
     if job_queue.state != State.ENABLED:
         raise InvalidInput(
             {"job_queue": f"job queue {job_queue.name} is DISABLED and accepts no jobs"}
         )
     name = fields["quota_share"]
-    share = job_queue.quota_shares.select_related("team").filter(name=name).first()
+    share = _cached(
+        cache,
+        ("share", job_queue.pk, name),
+        lambda: job_queue.quota_shares.select_related("team").filter(name=name).first(),
+    )
     if share is None:
         raise InvalidInput(
             {"quota_share": f"quota share {name} does not exist in job queue {job_queue.name}"}
         )
     require_share_member(actor, share)
-    unit = CapacityUnit.objects.filter(name=fields["capacity_unit"]).first()
+    unit_name = fields["capacity_unit"]
+    unit = _cached(
+        cache, ("unit", unit_name), lambda: CapacityUnit.objects.filter(name=unit_name).first()
+    )
     if unit is None:
-        raise InvalidInput(
-            {"capacity_unit": f"capacity unit {fields['capacity_unit']} does not exist"}
-        )
-    capacity = bridge.environment_limits(job_queue.service_environment)
-    if error := submission_error(bridge.share_of(share), unit.name, fields["quantity"], capacity):
+        raise InvalidInput({"capacity_unit": f"capacity unit {unit_name} does not exist"})
+    capacity = _cached(
+        cache,
+        ("capacity", job_queue.service_environment_id),
+        lambda: bridge.environment_limits(job_queue.service_environment),
+    )
+    config = _cached(cache, ("config", share.pk), lambda: bridge.share_of(share))
+    if error := submission_error(config, unit.name, fields["quantity"], capacity):
         raise InvalidInput({"quantity" if "needs" in error else "quota_share": error})
     return share, unit
+
+
+def _cached(cache: dict, key, load):
+    if key not in cache:
+        cache[key] = load()
+    return cache[key]
 
 
 @transaction.atomic
@@ -213,6 +235,123 @@ def _create(actor, job_queue, share, unit, fields: dict, fingerprint: str, now) 
         scheduling_priority=job.scheduling_priority,
     )
     return job
+
+
+MAX_BATCH = 1000
+
+
+def submit_jobs(actor, items: list[dict], now=None) -> list[Job]:
+    """Submit many jobs at once (a sweep): each item is what submit_job takes (job_queue,
+    quota_share, capacity_unit, name and the options). Every item is checked first; if any
+    fails, nothing is created and InvalidInput names each failing item (`jobs[3].quantity`).
+    Otherwise all are created in one transaction. An item whose client_token this submitter
+    used before for the same request answers with that job, as submit_job does.
+    """
+    if not 1 <= len(items) <= MAX_BATCH:
+        raise InvalidInput({"jobs": f"give 1 to {MAX_BATCH} jobs, got {len(items)}"})
+    now = now or timezone.now()
+    errors, prepared, cache = {}, [], {}
+    for index, item in enumerate(items):
+        try:
+            prepared.append(_prepare(actor, item, cache))
+        except ServiceError as err:
+            errors.update({f"jobs[{index}].{field}": text for field, text in err.errors.items()})
+    if errors:
+        raise InvalidInput(errors)
+    earlier = _earlier_by_token(actor, prepared)
+    with transaction.atomic():
+        jobs, new = [], []
+        for queue, share, unit, fields, fingerprint in prepared:
+            token = fields["client_token"]
+            key = (queue.pk, token)
+            if token is not None and key in earlier:
+                if earlier[key].request_fingerprint != fingerprint:
+                    raise Conflict(f"client_token {token} was already used for a different request")
+                jobs.append(earlier[key])
+                continue
+            job = _new_job(actor, queue, share, unit, fields, fingerprint, now)
+            if token is not None:
+                earlier[key] = job
+            jobs.append(job)
+            new.append(job)
+        try:
+            with transaction.atomic():
+                Job.objects.bulk_create(new)
+        except IntegrityError:
+            raise Conflict(
+                "another request used one of these client_tokens meanwhile; send the batch again"
+            ) from None
+        Event.objects.bulk_create(_submitted_event(actor, job, now) for job in new)
+        for queue_id in {job.job_queue_id for job in new}:
+            queue_changed(queue_id)
+    return jobs
+
+
+def _prepare(actor, item: dict, cache: dict):
+    options = {k: v for k, v in item.items() if k in JOB_OPTIONS}
+    if unknown := sorted(set(item) - set(JOB_OPTIONS) - {*REQUIRED_FIELDS}):
+        raise InvalidInput(dict.fromkeys(unknown, "unknown field"))
+    queue = item["job_queue"]
+    fields = {
+        "job_queue": queue.name,
+        **{key: item.get(key) for key in REQUIRED_FIELDS if key != "job_queue"},
+        **JOB_OPTIONS,
+        **options,
+    }
+    fields["evaluate_on_exit"] = fields["evaluate_on_exit"] or []
+    fields["tags"] = fields["tags"] or {}
+    if errors := _check_fields(fields):
+        raise InvalidInput(errors)
+    share, unit = _target(actor, queue, fields, cache)
+    return queue, share, unit, fields, _fingerprint(fields)
+
+
+REQUIRED_FIELDS = ("job_queue", "quota_share", "capacity_unit", "name")
+
+
+def _earlier_by_token(actor, prepared) -> dict:
+    tokens = {(queue.pk, fields["client_token"]) for queue, _, _, fields, _ in prepared}
+    tokens = {pair for pair in tokens if pair[1] is not None}
+    if not tokens:
+        return {}
+    found = Job.objects.filter(
+        submitted_by=actor,
+        job_queue_id__in={queue_id for queue_id, _ in tokens},
+        client_token__in={token for _, token in tokens},
+    )
+    return {(job.job_queue_id, job.client_token): job for job in found}
+
+
+def _new_job(actor, queue, share, unit, fields: dict, fingerprint: str, now) -> Job:
+    return Job(
+        job_queue=queue,
+        quota_share=share,
+        share_name=share.name,
+        submitted_by=actor,
+        capacity_unit=unit,
+        name=fields["name"],
+        request_fingerprint=fingerprint,
+        status=JobStatus.RUNNABLE,
+        created_at=now,
+        **{key: fields[key] for key in JOB_OPTIONS},
+    )
+
+
+def _submitted_event(actor, job: Job, now) -> Event:
+    return Event(
+        time=now,
+        actor=actor,
+        actor_name=actor_name(actor),
+        kind=EventKind.SUBMITTED,
+        job=job,
+        share=job.quota_share,
+        job_queue_id=job.job_queue_id,
+        detail={
+            "quantity": job.quantity,
+            "capacity_unit": job.capacity_unit.name,
+            "scheduling_priority": job.scheduling_priority,
+        },
+    )
 
 
 def _same_request(actor, job_queue: JobQueue, client_token: str, fingerprint: str) -> Job | None:
@@ -275,4 +414,5 @@ def terminate_job(actor, job: Job, reason: str, now=None) -> Job:
         job.refresh_from_db()
         record(actor, EventKind.TERMINATED, job=job, share=job.quota_share, when=now, reason=reason)
     queue_changed(job.job_queue_id)
+    wakeups.announce_queue(job.job_queue_id)  # its agents must stop it now
     return job

@@ -12,6 +12,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from quotaportal.quotas import wakeups
 from quotaportal.quotas.models import DISPATCHED, EventKind, Job, JobStatus
 from quotaportal.quotas.services.audit import record
 from quotaportal.quotas.services.retries import should_retry
@@ -65,6 +66,7 @@ def end_attempt(
             attempt=job.attempt_count,
         )
     queue_changed(job.job_queue_id)
+    wakeups.announce_queue(job.job_queue_id)  # the job's other ranks must stop
     return job
 
 

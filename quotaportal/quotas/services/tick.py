@@ -27,7 +27,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from quotaportal.quotas import bridge
+from quotaportal.quotas import bridge, wakeups
 from quotaportal.quotas.backends import backend_for
 from quotaportal.quotas.locks import try_lock_environment
 from quotaportal.quotas.models import (
@@ -129,6 +129,8 @@ def _tick_locked(queue: JobQueue, now) -> tuple[int, int] | None:
         log.error("queue %s: the backend could not place %s; requeued", queue.name, unplaced)
         started = [job_id for job_id in started if job_id not in unplaced]
     dispatched = len(started)
+    if dispatched or preempted:
+        wakeups.announce(queue.service_environment_id)  # agents learn of it at once
     record_sample(queue, bridge.usage_after(loaded.snapshot, plan), now)
     # Only a plan that changed nothing is a fixed point worth remembering; after any change
     # the next tick must plan again (a preempted job may start, a blocked share may move).

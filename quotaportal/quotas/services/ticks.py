@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from functools import partial
 
 from django.conf import settings
@@ -33,13 +34,93 @@ def tick_after_commit(queue_id: int) -> None:
 
 
 def enqueue_tick(queue_id: int) -> bool:
-    """Ask a worker for a tick now. The change has committed already, so a broker outage must
-    not fail the request: the next beat (or the embedded loop) ticks the queue anyway."""
+    """Ask a worker for a tick now, unless one for the queue's environment is queued already
+    (it has not read the state yet, so it will see this change too).
+
+    The change has committed already, so a broker outage must not fail the request: the next
+    beat (or the embedded loop) ticks the queue anyway. True when a tick was enqueued.
+    """
     from quotaportal.quotas.tasks import tick_queue
 
     try:
+        if not gate.claim(queue_id):
+            return False
         tick_queue.delay(queue_id)
     except Exception:  # the broker's errors vary by transport (redis, kombu, OSError)
         log.exception("could not enqueue a tick of queue %s; the next beat will tick it", queue_id)
+        gate.release(queue_id)
         return False
     return True
+
+
+class TickGate:
+    """At most one immediate tick per service environment waits in the queue.
+
+    claim() marks a tick of the environment as queued; the task releases the mark as it
+    starts, before it reads anything, so a change committed after that enqueues the next
+    tick while one committed before it is seen by this one. A burst of submits thus costs a
+    tick or two, and a lone submit still one at once. The mark lives in Redis (shared by
+    every web and worker process) when there is one, else in this process; it expires, so a
+    worker that died holding it costs one beat period at most.
+    """
+
+    EXPIRES_SECONDS = 10
+
+    def __init__(self):
+        self._local: set[int] = set()
+        self._lock = threading.Lock()
+
+    def claim(self, queue_id: int) -> bool:
+        env_id = environment_of(queue_id)
+        if env_id is None:
+            return False
+        if settings.REDIS_URL:
+            return bool(_redis().set(_key(env_id), 1, nx=True, ex=self.EXPIRES_SECONDS))
+        with self._lock:
+            if env_id in self._local:
+                return False
+            self._local.add(env_id)
+            return True
+
+    def release(self, queue_id: int) -> None:
+        env_id = environment_of(queue_id)
+        if env_id is None:
+            return
+        if settings.REDIS_URL:
+            _redis().delete(_key(env_id))
+        else:
+            with self._lock:
+                self._local.discard(env_id)
+
+
+gate = TickGate()
+_environments: dict[int, int] = {}  # queue id -> its environment (a queue never moves)
+
+
+def environment_of(queue_id: int) -> int | None:
+    if queue_id not in _environments:
+        env_id = (
+            JobQueue.objects.filter(pk=queue_id)
+            .values_list("service_environment_id", flat=True)
+            .first()
+        )
+        if env_id is None:
+            return None
+        _environments[queue_id] = env_id
+    return _environments[queue_id]
+
+
+def _key(env_id: int) -> str:
+    return f"quotaportal:tick-queued:{env_id}"
+
+
+_client = None
+
+
+def _redis():
+    global _client
+    if _client is None:
+        import redis
+
+        _client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2)
+    return _client

@@ -1,0 +1,121 @@
+"""Telling waiting agents that the work of a service environment changed.
+
+A heartbeat may wait (long-poll) until what should run on its host changes. Whatever changes
+that (a tick that starts or preempts jobs, a terminated job, an ended attempt) announces the
+environment once its transaction commits. Waiters block on an in-process condition; with
+REDIS_URL set, announcements travel between processes (web workers, Celery worker) over Redis
+pub/sub, relayed into each process's condition by one listener thread.
+
+The domain only announces; the LOCAL backend's heartbeat is the one that waits.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import defaultdict
+
+from django.conf import settings
+from django.db import transaction
+
+log = logging.getLogger(__name__)
+CHANNEL = "quotaportal:environment-changed"
+
+_condition = threading.Condition()
+_generation: dict[int, int] = defaultdict(int)  # environment id -> announcements seen here
+_listener: threading.Thread | None = None
+_listener_lock = threading.Lock()
+
+
+def announce(env_id: int) -> None:
+    """After the current transaction commits, wake every heartbeat waiting on `env_id`."""
+    transaction.on_commit(lambda: _publish(env_id))
+
+
+def announce_queue(queue_id: int) -> None:
+    from quotaportal.quotas.services.ticks import environment_of
+
+    if (env_id := environment_of(queue_id)) is not None:
+        announce(env_id)
+
+
+def _publish(env_id: int) -> None:
+    _wake(env_id)
+    if not settings.REDIS_URL:
+        return
+    try:
+        _redis().publish(CHANNEL, str(env_id))
+    except Exception:  # waiters still wake at their timeout; the work is not lost
+        log.warning("could not announce environment %s over Redis", env_id, exc_info=True)
+
+
+def _wake(env_id: int) -> None:
+    with _condition:
+        _generation[env_id] += 1
+        _condition.notify_all()
+
+
+def generation(env_id: int) -> int:
+    """A mark to wait from: take it before reading the state, then wait_for(..., since=it)."""
+    _ensure_listener()
+    with _condition:
+        return _generation[env_id]
+
+
+def wait_for(env_id: int, since: int, timeout: float) -> bool:
+    """Block until `env_id` is announced after mark `since`, or `timeout` seconds pass."""
+    deadline = time.monotonic() + timeout
+    with _condition:
+        while _generation[env_id] == since:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            _condition.wait(left)
+    return True
+
+
+_client = None
+
+
+def _redis():
+    global _client
+    if _client is None:
+        import redis
+
+        _client = redis.Redis.from_url(settings.REDIS_URL)
+    return _client
+
+
+def _ensure_listener() -> None:
+    """One thread per process relays Redis announcements into the local condition."""
+    global _listener
+    if not settings.REDIS_URL or (_listener is not None and _listener.is_alive()):
+        return
+    with _listener_lock:
+        if _listener is None or not _listener.is_alive():
+            ready = threading.Event()
+            _listener = threading.Thread(
+                target=_listen, args=(ready,), name="quotaportal-wakeups", daemon=True
+            )
+            _listener.start()
+            ready.wait(2.0)  # subscribed before the first wait, so no announcement slips by
+
+
+def _listen(ready: threading.Event) -> None:
+    while True:
+        try:
+            pubsub = _redis().pubsub(ignore_subscribe_messages=True)
+            pubsub.subscribe(CHANNEL)
+            ready.set()
+            for message in pubsub.listen():
+                if message.get("type") == "message":
+                    _wake(int(message["data"]))
+        except Exception:
+            log.warning("wakeup listener lost Redis; retrying in 1 s", exc_info=True)
+            # Every waiter re-checks: an announcement may have been missed meanwhile.
+            with _condition:
+                for env_id in list(_generation):
+                    _generation[env_id] += 1
+                _condition.notify_all()
+            time.sleep(1.0)

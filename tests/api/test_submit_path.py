@@ -1,0 +1,34 @@
+"""A submit does what it must and no more: its queries are counted and pinned here."""
+
+from __future__ import annotations
+
+from rest_framework.test import APIClient
+
+from quotaportal.quotas.models import Job
+
+# Token and user (2), queue with its environment, share with its team, unit, environment
+# capacity, share limits (5), the job and its audit event in a savepoint (4), the queue's
+# version (1). Positions and attempts of a job just made are not asked for: it has neither.
+SUBMIT_QUERIES = 12
+
+
+def test_a_rest_submit_makes_a_fixed_number_of_queries(people, fleet, django_assert_num_queries):
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {people.tokens['alice']}")
+    body = {
+        "job_queue": fleet.queue.name,
+        "quota_share": "vision",
+        "capacity_unit": "a100",
+        "name": "sweep",
+    }
+    client.post("/api/v1/jobs/", body, format="json")  # warm caches that live per process
+    with django_assert_num_queries(SUBMIT_QUERIES):
+        answer = client.post("/api/v1/jobs/", {**body, "name": "pinned"}, format="json")
+    assert answer.status_code == 201, answer.content
+    created = answer.json()
+    assert (created["status"], created["attempts"], created["position_in_queue"]) == (
+        "RUNNABLE",
+        [],
+        None,
+    )
+    assert Job.objects.filter(name="pinned").exists()

@@ -1,0 +1,132 @@
+"""Work is pushed to agents: a waiting heartbeat (long-poll) answers as soon as what should run
+on its host changes, woken in-process or, across processes, over Redis."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+import redis
+from django.db import connection
+
+from quotaportal.hosts import services as host_services
+from quotaportal.quotas import services, wakeups
+from quotaportal.quotas.models import Job
+from tests.conftest import add_share, build_queue
+from tests.hosts.test_agents import Fleet, wait_until
+
+pytestmark = pytest.mark.django_db(transaction=True)
+LONG = 30.0  # longer than any answer may take when it is woken (capped by the server)
+
+
+class Waiting:
+    """A heartbeat long-polling in another thread, as a web worker serves it."""
+
+    def __init__(self, token, name, known):
+        self.answer = None
+        self.thread = threading.Thread(target=self._run, args=(token, name, known), daemon=True)
+        self.thread.start()
+
+    def _run(self, token, name, known):
+        try:
+            self.answer = host_services.heartbeat(token, name, [], wait=LONG, known=known)
+        finally:
+            connection.close()
+
+    def result(self, within: float) -> dict | None:
+        self.thread.join(within)
+        return None if self.thread.is_alive() else self.answer
+
+
+@pytest.fixture
+def host(people, settings):
+    settings.QP_HOST_TIMEOUT = 60  # the server caps a wait at a third of this: 20 s
+    env, queue = build_queue(people.admin, unit="gpu1", capacity=2, backend="LOCAL")
+    add_share(people.admin, queue, "a", "vision", 2, "LEND", unit="gpu1")
+    token = host_services.token_for(host_services.create_agent_token(people.admin, env, "gpu-1"))
+    host_services.register_host(token, name="gpu-1", capacity_unit="gpu1", gpus=[0, 1])
+    first = host_services.heartbeat(token, "gpu-1", [])
+    return token, queue, first["version"]
+
+
+def submit(people, queue, name="job"):
+    return services.submit_job(
+        people.admin, job_queue=queue, quota_share="a", capacity_unit="gpu1", name=name
+    )
+
+
+def test_a_waiting_heartbeat_answers_when_a_tick_places_work_on_its_host(people, host):
+    token, queue, version = host
+    waiting = Waiting(token, "gpu-1", version)
+    assert waiting.result(within=0.3) is None, "nothing changed: it waits"
+    job = submit(people, queue)
+    services.run_tick(queue.pk)
+    answer = waiting.result(within=10)
+    assert answer is not None, "woken by the tick, well before its 20 s wait ran out"
+    assert [p["job_id"] for p in answer["placements"]] == [str(job.pk)]
+    assert answer["version"] != version
+
+
+def test_a_terminated_job_wakes_its_host_to_stop_it(people, host):
+    token, queue, _ = host
+    job = submit(people, queue)
+    services.run_tick(queue.pk)
+    version = host_services.heartbeat(token, "gpu-1", [])["version"]
+    waiting = Waiting(token, "gpu-1", version)
+    services.terminate_job(people.admin, Job.objects.get(pk=job.pk), "not needed")
+    answer = waiting.result(within=10)
+    assert answer is not None
+    assert answer["placements"] == []
+
+
+def test_with_an_unchanged_version_the_heartbeat_waits_its_time_then_answers(host):
+    token, _, version = host
+    answer = host_services.heartbeat(token, "gpu-1", [], wait=0.3, known=version)
+    assert (answer["placements"], answer["version"]) == ([], version)
+    stale = host_services.heartbeat(token, "gpu-1", [], wait=LONG, known="something-else")
+    assert stale["version"] == version, "a different version is answered at once"
+
+
+def test_an_announcement_from_another_process_arrives_over_redis(people, host, settings):
+    settings.REDIS_URL = "redis://127.0.0.1:6379/15"
+    token, queue, version = host
+    waiting = Waiting(token, "gpu-1", version)
+    assert waiting.result(within=0.3) is None
+    job = submit(people, queue)
+    # The Celery worker's tick, in another process: commit, then only Redis says so.
+    with wakeups_silenced():
+        services.run_tick(queue.pk)
+    env_id = queue.service_environment_id
+    redis.Redis.from_url(settings.REDIS_URL).publish(wakeups.CHANNEL, str(env_id))
+    answer = waiting.result(within=10)
+    assert answer is not None
+    assert [p["job_id"] for p in answer["placements"]] == [str(job.pk)]
+
+
+class wakeups_silenced:  # noqa: N801 - reads as a statement
+    """This process does not hear its own announcements, as another process would not."""
+
+    def __enter__(self):
+        self.original = wakeups._publish
+        wakeups._publish = lambda env_id: None
+
+    def __exit__(self, *exc):
+        wakeups._publish = self.original
+
+
+def test_an_agent_starts_new_work_at_once_not_at_its_next_heartbeat(
+    people, live_server, tmp_path, settings
+):
+    settings.QP_HOST_TIMEOUT = 60  # long-polls of 15 s: an answer before that is a push
+    fleet = Fleet(people, live_server, tmp_path)
+    fleet.start_agent("host-1")
+    try:
+        time.sleep(1.5)  # its first heartbeat answered at once; the next one is waiting now
+        job = fleet.submit(command="sleep 30")
+        services.run_tick(fleet.queue.pk)
+        wait_until(
+            lambda: fleet.status(job) == "RUNNING", timeout=5, what="the job to start at once"
+        )
+    finally:
+        fleet.stop()
