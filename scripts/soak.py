@@ -30,10 +30,8 @@ import random
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.error
@@ -42,6 +40,9 @@ from collections import Counter
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "scripts"))
+import stack  # noqa: E402 - scripts/ is not a package
+
 DATABASE = "quotaportal_soak"
 REDIS_DB = 13
 UNIT = "gpu1"
@@ -92,92 +93,28 @@ def parse(argv):
     return args
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def say(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
 
 
-class Stack:
-    """The services of docker-compose.yml as local processes, with their logs in a folder."""
+class Stack(stack.Stack):
+    """The soak's stack: the ledger its jobs lock, two queues on one LOCAL environment."""
 
     def __init__(self, args):
+        super().__init__(DATABASE, REDIS_DB, prefix="qp-soak-")
         self.args = args
-        self.dir = Path(tempfile.mkdtemp(prefix="qp-soak-"))
-        self.dir.chmod(0o711)
         self.ledger = self.dir / "ledger"
         self.ledger.mkdir(mode=0o777)
         self.program = self.ledger / "job.py"
         self.program.write_text(JOB_PROGRAM)
-        server = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/quotaportal")
-        redis_server = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.env = {
-            **os.environ,
-            "DATABASE_URL": server.rsplit("/", 1)[0] + f"/{DATABASE}",
-            "REDIS_URL": redis_server.rsplit("/", 1)[0] + f"/{REDIS_DB}",
-            "QP_DEBUG": "false",
-            "QP_SECRET_KEY": secrets.token_urlsafe(32),
-            "QP_ALLOWED_HOSTS": "127.0.0.1,localhost",
-            "QP_TICK_SECONDS": "1",
-            "QP_HOST_TIMEOUT": "8",
-            "DJANGO_SETTINGS_MODULE": "quotaportal.settings",
-        }
-        self.processes: dict[str, subprocess.Popen] = {}
-        self.agent_tokens: dict[str, str] = {}
-
-    def bin(self, name: str) -> str:
-        return str(Path(sys.executable).parent / name)
-
-    def start(self, name: str, command: list[str], env: dict | None = None) -> None:
-        log = open(self.dir / f"{name}.log", "a")  # noqa: SIM115 - lives as long as the process
-        self.processes[name] = subprocess.Popen(
-            command,
-            cwd=REPO,
-            env=env or self.env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-
-    def manage(self, *command: str) -> str:
-        done = subprocess.run(
-            [sys.executable, "manage.py", *command],
-            cwd=REPO,
-            env=self.env,
-            capture_output=True,
-            text=True,
-        )
-        if done.returncode:
-            raise SystemExit(f"manage.py {' '.join(command)} failed:\n{done.stderr}")
-        return done.stdout
-
-    def fresh_database(self) -> None:
-        import psycopg
-
-        admin_url = self.env["DATABASE_URL"].rsplit("/", 1)[0] + "/postgres"
-        with psycopg.connect(admin_url, autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE IF EXISTS {DATABASE} WITH (FORCE)")
-            conn.execute(f"CREATE DATABASE {DATABASE}")
-        import redis
-
-        redis.Redis.from_url(self.env["REDIS_URL"]).flushdb()
-        self.manage("migrate", "--noinput")
 
     def seed(self) -> dict[str, str]:
         """Admin, two teams, one LOCAL environment shared by two queues; API tokens by user."""
-        tokens = {}
-        for user, flags in (
-            ("ada", ["--admin"]),
-            ("alice", ["--team", "vision"]),
-            ("bob", ["--team", "nlp"]),
-        ):
-            tokens[user] = self.manage("create_user", user, *flags).strip().splitlines()[-1]
+        tokens = {
+            "ada": self.user_token("ada", "--admin"),
+            "alice": self.user_token("alice", "--team", "vision"),
+            "bob": self.user_token("bob", "--team", "nlp"),
+        }
         self.api = Api(self.url, tokens)
         return tokens
 
@@ -227,94 +164,8 @@ class Stack:
             answer = admin("POST", "service-environments/fleet/agent-token/", {"host_name": name})
             self.agent_tokens[name] = answer["token"]
 
-    def start_services(self) -> None:
-        self.start(
-            "web",
-            [
-                self.bin("gunicorn"),
-                "quotaportal.wsgi:application",
-                "--bind",
-                f"127.0.0.1:{self.port}",
-                "--workers",
-                "2",
-                "--timeout",
-                "60",
-            ],
-        )
-        self.start(
-            "worker",
-            [
-                self.bin("celery"),
-                "-A",
-                "quotaportal",
-                "worker",
-                "--concurrency",
-                "2",
-                "--loglevel",
-                "WARNING",
-            ],
-        )
-        self.start(
-            "beat",
-            [
-                self.bin("celery"),
-                "-A",
-                "quotaportal",
-                "beat",
-                "--loglevel",
-                "WARNING",
-                "--schedule",
-                str(self.dir / "beat-schedule"),
-            ],
-        )
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                urllib.request.urlopen(self.url + "/healthz", timeout=2)
-                return
-            except (OSError, urllib.error.URLError):
-                time.sleep(0.5)
-        raise SystemExit(f"the web server did not come up; see {self.dir / 'web.log'}")
-
     def start_agent(self, name: str) -> None:
-        # Agents get the server's URL and their own token, nothing of the server's settings.
-        env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "QP_AGENT_TOKEN": self.agent_tokens[name],
-        }
-        self.start(
-            name,
-            [
-                sys.executable,
-                "-m",
-                "quotaportal.hosts.agent",
-                "--server",
-                self.url,
-                "--name",
-                name,
-                "--simulate",
-                str(self.args.gpus),
-                "--capacity-unit",
-                UNIT,
-                "--work-dir",
-                str(self.dir / name),
-                "--interval",
-                "0.5",
-                "--output-every",
-                "2",
-            ],
-            env=env,
-        )
-
-    def stop(self) -> None:
-        for process in self.processes.values():
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGTERM)
-        for process in self.processes.values():
-            try:
-                process.wait(20)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
+        super().start_agent(name, self.args.gpus, UNIT, "--output-every", "2")
 
 
 class Api:

@@ -158,9 +158,11 @@ def test_positions_of_jobs_that_moved_on_are_none_not_an_error(people, fleet):
 @pytest.mark.django_db(transaction=True)
 def test_a_broker_outage_after_commit_still_answers_2xx(as_user, people, fleet, settings, caplog):
     from quotaportal.celery import app
+    from quotaportal.quotas.services import ticks
 
     settings.QP_IMMEDIATE_TICKS = True
     job = submit(people.alice, fleet, name="first")
+    ticks.gate.release(fleet.queue.pk)  # a worker took the tick that submit queued
     before = app.conf.broker_url
     app.conf.broker_url = "redis://127.0.0.1:1/0"  # nothing listens there
     app.pool.force_close_all()

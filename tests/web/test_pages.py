@@ -247,6 +247,17 @@ def test_bench_dashboard_reports_the_fragment_time(people):
     assert figures["status"] == 200
     assert figures["fragment_ms"] > 0
     assert figures["queries"] > 0
+    assert (figures["unchanged_status"], figures["unchanged_bytes"]) == (204, 0)
+    assert figures["unchanged_queries"] < figures["queries"]
+
+
+def test_bench_dashboard_refuses_to_time_a_refused_request(people, settings):
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    settings.ALLOWED_HOSTS = ["elsewhere.example"]  # every request gets a 400
+    with pytest.raises(CommandError, match="answered 400, not 200"):
+        call_command("bench_dashboard", "--shares", "2", "--jobs", "10", "--repeat", "1")
 
 
 def test_admins_create_agent_tokens_and_drain_hosts_from_the_hosts_page(browser_as, people):

@@ -45,6 +45,8 @@ class Event(models.Model):
 
     class Meta:
         ordering = ["-time", "-id"]
+        # The dashboard asks "anything new in this queue?" by its latest event id.
+        indexes = [models.Index(fields=["job_queue", "id"], name="event_queue_id")]
         constraints = [
             models.CheckConstraint(
                 condition=models.Q(kind__in=EventKind.values), name="event_kind_valid"

@@ -48,7 +48,10 @@ def enqueue_tick(queue_id: int) -> bool:
         tick_queue.delay(queue_id)
     except Exception:  # the broker's errors vary by transport (redis, kombu, OSError)
         log.exception("could not enqueue a tick of queue %s; the next beat will tick it", queue_id)
-        gate.release(queue_id)
+        try:
+            gate.release(queue_id)  # so the next change tries again
+        except Exception:
+            log.warning("could not release the tick mark of queue %s; it expires", queue_id)
         return False
     return True
 

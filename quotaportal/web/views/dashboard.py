@@ -6,6 +6,7 @@ from datetime import timedelta
 from urllib.parse import quote
 
 from django.contrib.auth.decorators import login_required
+from django.http import HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
@@ -27,6 +28,11 @@ def dashboard(request):
     context = {"queues": queues, "queue": queue, "refresh_seconds": 2}
     if queue is not None:
         now = timezone.now()
+        version = selectors.dashboard_version(queue, now)
+        if request.htmx and request.GET.get("since") == version:
+            # Nothing new: an empty 204, which htmx does not swap in.
+            return HttpResponse(status=204)
+        context["version"] = version
         data = selectors.queue_dashboard(queue, since=now - HISTORY)
         data["preemptions"] = describe(data["preemptions"])
         context |= data | {

@@ -2,17 +2,19 @@
 
 Seeds a synthetic queue (default 200 shares, 9,000 RUNNABLE + 1,000 dispatched jobs) inside a
 transaction that is rolled back, ticks it once, then requests the HTMX fragment as a signed-in
-user and prints the median time and the number of SQL queries.
+user and prints the median time, bytes and SQL queries, and the same for a refresh that finds
+nothing new (an empty 204). Every answer's status is checked before its time is printed.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import statistics
 import time
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 from django.db import connection, transaction
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
@@ -56,17 +58,40 @@ class Command(BaseCommand):
         client = Client()
         client.force_login(user)
         url = f"/?queue={queue_name}"
-        client.get(url, HTTP_HX_REQUEST="true")  # warm caches and templates
-        timings = []
-        for _ in range(repeat):
-            start = time.perf_counter()
-            response = client.get(url, HTTP_HX_REQUEST="true")
-            timings.append((time.perf_counter() - start) * 1000)
+        warm = self.fetch(client, url, {}, 200)  # warm caches and templates
+        version = re.search(r'data-version="(\w+)"', warm.content.decode())[1]
+        full, response = self.timed(client, url, {}, 200, repeat)
+        unchanged, nothing = self.timed(client, url, {"since": version}, 204, repeat)
         with CaptureQueriesContext(connection) as queries:
-            client.get(url, HTTP_HX_REQUEST="true")
+            self.fetch(client, url, {}, 200)
+        with CaptureQueriesContext(connection) as unchanged_queries:
+            self.fetch(client, url, {"since": version}, 204)
         return {
-            "fragment_ms": round(statistics.median(timings), 2),
+            "fragment_ms": full,
             "queries": len(queries),
             "bytes": len(response.content),
             "status": response.status_code,
+            "unchanged_ms": unchanged,
+            "unchanged_queries": len(unchanged_queries),
+            "unchanged_bytes": len(nothing.content),
+            "unchanged_status": nothing.status_code,
         }
+
+    def timed(self, client, url, params, expected, repeat):
+        timings = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            response = self.fetch(client, url, params, expected)
+            timings.append((time.perf_counter() - start) * 1000)
+        return round(statistics.median(timings), 2), response
+
+    @staticmethod
+    def fetch(client, url, params, expected: int):
+        """A timing is worth printing only for the answer it timed: anything else stops here."""
+        response = client.get(url, params, HTTP_HX_REQUEST="true")
+        if response.status_code != expected:
+            raise CommandError(
+                f"GET {url} {params} answered {response.status_code}, not {expected}: "
+                f"{response.content[:200]!r}"
+            )
+        return response

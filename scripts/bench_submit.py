@@ -1,0 +1,169 @@
+#!/usr/bin/env python3
+"""REST submit throughput on the production shape, beside Slurm's sbatch on this machine.
+
+    .venv/bin/python scripts/bench_submit.py [--jobs 3000] [--clients 8] [--json]
+
+Starts gunicorn (2 threaded workers), a Celery worker and beat on a fresh PostgreSQL database
+`quotaportal_bench` (Redis database 12), one SIMULATED queue of 8 instances. C client threads
+each submit their share of N jobs through POST /api/v1/jobs/ on a kept-alive connection, then
+one client submits N more through POST /api/v1/jobs/batch/ (1,000 a request). Afterwards it
+checks that exactly 2N jobs exist. Prints submits/s and latency percentiles; with --json the
+last line is one JSON object. Slurm's sequential sbatch rate is measured in the same run when
+Slurm answers (../shared/bench/slurm_anchor.sh setup), else slurm_per_s is null.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import stack  # noqa: E402 - scripts/ is not a package
+
+UNIT = "gpu1"
+QUEUE = "bench"
+
+
+def configure(admin: stack.Rest) -> None:
+    for path, body in (
+        ("capacity-units/", {"name": UNIT}),
+        ("scheduling-policies/", {"name": "fifo"}),
+        (
+            "service-environments/",
+            {
+                "name": "sim",
+                "backend": "SIMULATED",
+                "capacity_limits": [{"capacity_unit": UNIT, "max_capacity": 8}],
+            },
+        ),
+        (
+            "job-queues/",
+            {"name": QUEUE, "scheduling_policy": "fifo", "service_environment": "sim"},
+        ),
+        (
+            "quota-shares/",
+            {
+                "job_queue": QUEUE,
+                "name": "vision",
+                "team": "vision",
+                "capacity_limits": [{"capacity_unit": UNIT, "max_capacity": 8}],
+                "sharing_strategy": "LEND_AND_BORROW",
+            },
+        ),
+    ):
+        status, answer = admin.call("POST", path, body)
+        if status != 201:
+            raise SystemExit(f"setting up {path} failed: {status} {answer}")
+
+
+def job(name: str) -> dict:
+    return {
+        "job_queue": QUEUE,
+        "quota_share": "vision",
+        "capacity_unit": UNIT,
+        "name": name,
+        "simulated_duration_seconds": 3600,
+    }
+
+
+def rest_submits(url: str, token: str, jobs: int, clients: int) -> dict:
+    latencies: list[float] = []
+    failures: list[int] = []
+    lock = threading.Lock()
+
+    def client(index: int) -> None:
+        rest = stack.Rest(url, token)
+        mine, bad = [], []
+        for n in range(index, jobs, clients):
+            started = time.perf_counter()
+            status, _ = rest.call("POST", "jobs/", job(f"rest-{n}"))
+            mine.append((time.perf_counter() - started) * 1000)
+            if not 200 <= status < 300:
+                bad.append(status)
+        with lock:
+            latencies.extend(mine)
+            failures.extend(bad)
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+    began = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    wall = time.perf_counter() - began
+    return {
+        "submits_per_s": round(jobs / wall, 1),
+        "p50_ms": round(stack.percentile(latencies, 0.50), 1),
+        "p95_ms": round(stack.percentile(latencies, 0.95), 1),
+        "p99_ms": round(stack.percentile(latencies, 0.99), 1),
+        "non_2xx": len(failures),
+    }
+
+
+def batch_submits(url: str, token: str, jobs: int) -> float:
+    rest = stack.Rest(url, token)
+    began = time.perf_counter()
+    for start in range(0, jobs, 1000):
+        items = [job(f"batch-{n}") for n in range(start, min(jobs, start + 1000))]
+        status, answer = rest.call("POST", "jobs/batch/", {"jobs": items})
+        if status != 201:
+            raise SystemExit(f"batch submit failed: {status} {str(answer)[:300]}")
+    return round(jobs / (time.perf_counter() - began), 1)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=3000)
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--json", action="store_true", help="last line: one JSON object")
+    parser.add_argument("--keep", action="store_true", help="keep the work folder with logs")
+    args = parser.parse_args(argv)
+    bench = stack.Stack("quotaportal_bench", 12, prefix="qp-bench-submit-", host_timeout=30)
+    try:
+        bench.fresh_database()
+        admin_token = bench.user_token("ada", "--admin")
+        token = bench.user_token("alice", "--team", "vision")
+        bench.start_services()
+        configure(stack.Rest(bench.url, admin_token))
+        print(f"stack up at {bench.url}; {args.jobs} REST submits from {args.clients} clients")
+        figures = {"jobs": args.jobs, "clients": args.clients}
+        figures.update(rest_submits(bench.url, token, args.jobs, args.clients))
+        figures["batch_jobs_per_s"] = batch_submits(bench.url, token, args.jobs)
+        status, listed = stack.Rest(bench.url, admin_token).call("GET", f"jobs/?job_queue={QUEUE}")
+        figures["jobs_in_db"] = listed.get("count") if status == 200 else None
+    finally:
+        bench.stop()
+        if not args.keep:
+            shutil.rmtree(bench.dir, ignore_errors=True)
+    slurm = stack.slurm_figures(min(args.jobs, 500))
+    figures["slurm_per_s"] = slurm["submits_per_s"] if slurm else None
+    expected = 2 * args.jobs
+    ok = figures["jobs_in_db"] == expected and figures["non_2xx"] == 0
+    print(
+        f"REST: {figures['submits_per_s']} submits/s at {args.clients} clients "
+        f"(p50 {figures['p50_ms']} ms, p95 {figures['p95_ms']} ms, p99 {figures['p99_ms']} ms, "
+        f"{figures['non_2xx']} non-2xx); batch: {figures['batch_jobs_per_s']} jobs/s; "
+        f"{figures['jobs_in_db']} jobs in the database (expected {expected})"
+    )
+    if slurm:
+        ratio = figures["submits_per_s"] / slurm["submits_per_s"]
+        print(
+            f"Slurm sbatch (sequential, same machine): {slurm['submits_per_s']} submits/s; "
+            f"ratio {ratio:.2f}x"
+        )
+    else:
+        print("Slurm: not set up (../shared/bench/slurm_anchor.sh setup), no side-by-side figure")
+    if not ok:
+        print("FAILED: jobs were lost, duplicated or refused")
+    if args.json:
+        print(json.dumps(figures))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,237 @@
+"""The production shape on this machine, for the soak test and the benchmarks: gunicorn,
+one Celery worker, Celery beat and quotaportal-agent processes (simulated GPUs), on a fresh
+PostgreSQL database and Redis database (DATABASE_URL and REDIS_URL name the servers), each
+process logging to a file in a work folder."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Stack:
+    """The services of docker-compose.yml as local processes, with their logs in a folder."""
+
+    def __init__(self, database: str, redis_db: int, *, prefix: str, host_timeout: int = 8):
+        self.database = database
+        self.dir = Path(tempfile.mkdtemp(prefix=prefix))
+        self.dir.chmod(0o711)
+        server = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/quotaportal")
+        redis_server = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env = {
+            **os.environ,
+            "DATABASE_URL": server.rsplit("/", 1)[0] + f"/{database}",
+            "REDIS_URL": redis_server.rsplit("/", 1)[0] + f"/{redis_db}",
+            "QP_DEBUG": "false",
+            "QP_SECRET_KEY": secrets.token_urlsafe(32),
+            "QP_ALLOWED_HOSTS": "127.0.0.1,localhost",
+            "QP_TICK_SECONDS": "1",
+            "QP_HOST_TIMEOUT": str(host_timeout),
+            "DJANGO_SETTINGS_MODULE": "quotaportal.settings",
+        }
+        self.processes: dict[str, subprocess.Popen] = {}
+        self.agent_tokens: dict[str, str] = {}
+
+    def bin(self, name: str) -> str:
+        return str(Path(sys.executable).parent / name)
+
+    def start(self, name: str, command: list[str], env: dict | None = None) -> None:
+        log = open(self.dir / f"{name}.log", "a")  # noqa: SIM115 - lives as long as the process
+        self.processes[name] = subprocess.Popen(
+            command,
+            cwd=REPO,
+            env=env or self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def manage(self, *command: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "manage.py", *command],
+            cwd=REPO,
+            env=self.env,
+            capture_output=True,
+            text=True,
+        )
+        if done.returncode:
+            raise SystemExit(f"manage.py {' '.join(command)} failed:\n{done.stderr}")
+        return done.stdout
+
+    def fresh_database(self) -> None:
+        import psycopg
+        import redis
+
+        admin_url = self.env["DATABASE_URL"].rsplit("/", 1)[0] + "/postgres"
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {self.database} WITH (FORCE)")
+            conn.execute(f"CREATE DATABASE {self.database}")
+        redis.Redis.from_url(self.env["REDIS_URL"]).flushdb()
+        self.manage("migrate", "--noinput")
+
+    def user_token(self, user: str, *flags: str) -> str:
+        return self.manage("create_user", user, *flags).strip().splitlines()[-1]
+
+    def start_services(self, worker_concurrency: int = 2) -> None:
+        """gunicorn (2 threaded workers, gunicorn.conf.py), a Celery worker and beat."""
+        self.start(
+            "web",
+            [
+                self.bin("gunicorn"),
+                "quotaportal.wsgi:application",
+                "--bind",
+                f"127.0.0.1:{self.port}",
+                "--workers",
+                "2",
+                "--timeout",
+                "60",
+            ],
+        )
+        self.start(
+            "worker",
+            [
+                self.bin("celery"),
+                "-A",
+                "quotaportal",
+                "worker",
+                "--concurrency",
+                str(worker_concurrency),
+                "--loglevel",
+                "WARNING",
+            ],
+        )
+        self.start(
+            "beat",
+            [
+                self.bin("celery"),
+                "-A",
+                "quotaportal",
+                "beat",
+                "--loglevel",
+                "WARNING",
+                "--schedule",
+                str(self.dir / "beat-schedule"),
+            ],
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                urllib.request.urlopen(self.url + "/healthz", timeout=2)
+                return
+            except (OSError, urllib.error.URLError):
+                time.sleep(0.5)
+        raise SystemExit(f"the web server did not come up; see {self.dir / 'web.log'}")
+
+    def start_agent(self, name: str, gpus: int, unit: str, *extra: str) -> None:
+        # Agents get the server's URL and their own token, nothing of the server's settings.
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "QP_AGENT_TOKEN": self.agent_tokens[name],
+        }
+        self.start(
+            name,
+            [
+                sys.executable,
+                "-m",
+                "quotaportal.hosts.agent",
+                "--server",
+                self.url,
+                "--name",
+                name,
+                "--simulate",
+                str(gpus),
+                "--capacity-unit",
+                unit,
+                "--work-dir",
+                str(self.dir / name),
+                "--interval",
+                "0.5",
+                *extra,
+            ],
+            env=env,
+        )
+
+    def stop(self) -> None:
+        for process in self.processes.values():
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGTERM)
+        for process in self.processes.values():
+            try:
+                process.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+
+
+class Rest:
+    """A keep-alive HTTP connection to the REST API, one per client thread."""
+
+    def __init__(self, url: str, token: str):
+        import http.client
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(url)
+        self.connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+        self.headers = {"Authorization": f"Token {token}", "Content-Type": "application/json"}
+
+    def call(self, method: str, path: str, body=None) -> tuple[int, dict]:
+        import json
+
+        data = None if body is None else json.dumps(body)
+        self.connection.request(method, f"/api/v1/{path}", body=data, headers=self.headers)
+        response = self.connection.getresponse()
+        raw = response.read()
+        return response.status, (json.loads(raw) if raw else {})
+
+
+def percentile(values: list[float], fraction: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+SLURM_ANCHOR = REPO.parent / "shared" / "bench" / "slurm_anchor.sh"
+
+
+def slurm_figures(jobs: int) -> dict | None:
+    """Slurm's sbatch submits/s and completions/s from the same machine, when Slurm answers
+    (set it up with ../shared/bench/slurm_anchor.sh setup); None otherwise."""
+    import re
+    import shutil
+
+    if not SLURM_ANCHOR.exists() or shutil.which("squeue") is None:
+        return None
+    try:
+        if subprocess.run(["squeue", "-h"], capture_output=True, timeout=5).returncode:
+            return None
+        done = subprocess.run(
+            ["bash", str(SLURM_ANCHOR), "bench", str(jobs)],
+            capture_output=True,
+            text=True,
+            timeout=1800,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    found = re.search(r"([\d.]+) submits/s, ([\d.]+) completions/s", done.stdout)
+    if not found:
+        return None
+    return {"submits_per_s": float(found[1]), "completions_per_s": float(found[2])}
