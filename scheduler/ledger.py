@@ -31,6 +31,12 @@ class Ledger:
             if share.reserves_idle:
                 for unit in share.limits:
                     self.reserved_idle[unit] += self._idle(share, unit)
+        # Per unit, the shares using more than their limit: only their jobs can be reclaimed,
+        # so the victim search looks at them alone instead of at every dispatched job.
+        self.borrowers: dict[str, set[str]] = defaultdict(set)
+        for (name, unit), used in self.usage.items():
+            if used > shares[name].limit(unit):
+                self.borrowers[unit].add(name)
 
     def _idle(self, share: Share, unit: str) -> int:
         return max(0, share.limit(unit) - self.usage.get((share.name, unit), 0))
@@ -80,5 +86,9 @@ class Ledger:
         before = self._idle(share, unit) if share.reserves_idle else 0
         self.usage[share.name, unit] += delta
         self.total[unit] += delta
+        if self.usage[share.name, unit] > share.limit(unit):
+            self.borrowers[unit].add(share.name)
+        else:
+            self.borrowers[unit].discard(share.name)
         if share.reserves_idle:
             self.reserved_idle[unit] += self._idle(share, unit) - before

@@ -8,6 +8,7 @@ drops every victim the preemptor turns out not to need.
 
 from __future__ import annotations
 
+import heapq
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from itertools import takewhile
@@ -67,9 +68,14 @@ class VictimPool:
             released[job.share] += job.quantity
             return True
 
-        return _minimal_set(
-            self._in_order(unit), self._gone, may_take, lambda freed: freed >= shortfall
+        # Only borrowers' jobs can be taken: walk theirs alone, still in victim order.
+        borrowers = sorted(ledger.borrowers.get(unit, set()) - {share.name})
+        if not borrowers:
+            return None
+        candidates = heapq.merge(
+            *(self._of_share(unit, name) for name in borrowers), key=_victim_order, reverse=True
         )
+        return _minimal_set(candidates, self._gone, may_take, lambda freed: freed >= shortfall)
 
     def in_share(self, ledger: Ledger, share: Share, head: Job) -> list[Job] | None:
         """In-share: strictly lower-priority jobs of the share whose removal lets the head start."""
@@ -84,7 +90,7 @@ class VictimPool:
 
 
 def _minimal_set(
-    candidates: list[Job],
+    candidates: Iterable[Job],
     gone: set[str],
     may_take: Callable[[Job], bool],
     enough: Callable[[int], bool],

@@ -19,6 +19,9 @@ from rest_framework.views import APIView
 
 from quotaportal.hosts import services
 from quotaportal.hosts.models import AgentToken
+from quotaportal.quotas.errors import InvalidInput
+
+MAX_REPORTS = 256
 
 
 class AgentTokenAuthentication(BaseAuthentication):
@@ -86,6 +89,15 @@ class ReportSerializer(serializers.Serializer):
     reason = serializers.CharField(required=False, allow_blank=True, max_length=1000)
 
 
+class ReportItemSerializer(ReportSerializer):
+    name = None  # the batch names the host once
+
+
+class ReportsSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=128)
+    reports = ReportItemSerializer(many=True, allow_empty=False, max_length=MAX_REPORTS)
+
+
 class AgentView(APIView):
     authentication_classes = [AgentTokenAuthentication]
     permission_classes = [IsAgent]
@@ -136,6 +148,24 @@ class ReportView(AgentView):
         data = self.parsed(request)
         services.report(request.auth, data.pop("name"), **data)
         return Response({"ok": True})
+
+
+class ReportsView(AgentView):
+    """Several reports in one request, applied in order (each on its own): what an agent
+    with many GPUs sends as its jobs start and end, instead of one request each."""
+
+    serializer_class = ReportsSerializer
+
+    def post(self, request):
+        data = self.parsed(request)
+        results = []
+        for report in data["reports"]:
+            try:
+                services.report(request.auth, data["name"], **report)
+                results.append({"ok": True})
+            except InvalidInput as err:  # this report is stale; the others still count
+                results.append({"ok": False, "detail": err.message})
+        return Response({"results": results})
 
 
 class AgentTokenScheme(OpenApiAuthenticationExtension):

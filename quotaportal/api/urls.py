@@ -22,5 +22,6 @@ urlpatterns = [
     path("agent/register/", agent.RegisterView.as_view(), name="agent-register"),
     path("agent/heartbeat/", agent.HeartbeatView.as_view(), name="agent-heartbeat"),
     path("agent/report/", agent.ReportView.as_view(), name="agent-report"),
+    path("agent/reports/", agent.ReportsView.as_view(), name="agent-reports"),
     *router.urls,
 ]

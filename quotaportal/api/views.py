@@ -270,13 +270,15 @@ class JobViewSet(
         so a batch sent again after a lost answer makes no duplicates."""
         envelope = s.BatchSubmitSerializer(data=request.data)
         envelope.is_valid(raise_exception=True)
+        # One serializer checks every item: its fields are built once, not once per item.
+        checker = s.BatchJobSerializer()
         items, errors = {}, {}
         for index, raw in enumerate(envelope.validated_data["jobs"]):
-            item = s.BatchJobSerializer(data=raw)
-            if not item.is_valid():
-                errors.update({f"jobs[{index}].{k}": v for k, v in item.errors.items()})
+            try:
+                data = dict(checker.run_validation(raw))
+            except serializers.ValidationError as err:
+                errors.update({f"jobs[{index}].{k}": v for k, v in err.detail.items()})
                 continue
-            data = dict(item.validated_data)
             data["quota_share"] = data.pop("share_name")
             data["capacity_unit"] = data.pop("capacity_unit")["name"]
             items[index] = data

@@ -25,3 +25,28 @@ def try_lock_environment(environment_id: int) -> bool:
             [ADVISORY_LOCKS["environment_tick"], environment_id],
         )
         return bool(cursor.fetchone()[0])
+
+
+def lock_environment(environment_id: int, timeout_seconds: float = 5.0) -> bool:
+    """Wait (up to the timeout) for the environment's tick lock; False if it never came.
+
+    An immediate tick waits rather than skips: the tick holding the lock may have read the
+    state before the change that asked for this one, so skipping could leave that change
+    unseen until the next beat.
+    """
+    if connection.vendor != "postgresql":
+        return True
+    from django.db import OperationalError, transaction
+
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            # A savepoint: a lock timeout fails only this, never the caller's transaction.
+            cursor.execute(f"SET LOCAL lock_timeout = '{int(timeout_seconds * 1000)}ms'")
+            cursor.execute(
+                "SELECT pg_advisory_xact_lock(%s, %s)",
+                [ADVISORY_LOCKS["environment_tick"], environment_id],
+            )
+            cursor.execute("SET LOCAL lock_timeout = 0")
+    except OperationalError:
+        return False
+    return True

@@ -14,10 +14,12 @@ from quotaportal.quotas.services.ticks import gate
 
 
 @shared_task(ignore_result=True)
-def tick_queue(queue_id: int) -> None:
-    # Before reading anything: a change committed from now on must enqueue the next tick.
-    gate.release(queue_id)
-    run_tick(queue_id)
+def tick_queue(queue_id: int, immediate: bool = False) -> None:
+    """A tick of the queue's environment: every beat period, or at once after a change."""
+    if immediate:
+        # Before reading anything: a change committed from now on must enqueue the next tick.
+        gate.release(queue_id)
+    run_tick(queue_id, wait=immediate)
 
 
 @shared_task(ignore_result=True)

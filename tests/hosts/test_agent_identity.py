@@ -240,3 +240,36 @@ def test_a_rank_ended_before_its_agent_started_it_is_closed_by_the_agents_word(p
     never_started.refresh_from_db()
     assert never_started.exited_at is not None
     assert beat("gpu-2", []) == [retry.pk]
+
+
+def test_batched_reports_apply_in_order_and_a_stale_one_spoils_no_other(people, agents):
+    token = agents.token("gpu-1")
+    agents.register(token, "gpu-1")
+    job = dispatch(people, agents)
+    placement = Placement.objects.get(attempt__job=job).pk
+    answer = agents.call(
+        token,
+        "reports",
+        {
+            "name": "gpu-1",
+            "reports": [
+                {"placement": placement, "event": "started"},
+                {"placement": 999_999, "event": "started"},
+                {"placement": placement, "event": "exited", "exit_code": 0, "output_tail": "ok"},
+            ],
+        },
+    )
+    assert answer.status_code == 200, answer.content
+    results = answer.json()["results"]
+    assert [r["ok"] for r in results] == [True, False, True]
+    assert "is not on host gpu-1" in results[1]["detail"]
+    job.refresh_from_db()
+    assert job.status == "SUCCEEDED"
+    other = agents.token("gpu-2")
+    agents.register(other, "gpu-2")
+    stolen = agents.call(
+        other,
+        "reports",
+        {"name": "gpu-1", "reports": [{"placement": placement, "event": "started"}]},
+    )
+    assert stolen.status_code == 403, "a token reports only for its own host"

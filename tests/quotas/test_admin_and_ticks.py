@@ -51,7 +51,9 @@ def test_a_submit_enqueues_a_tick_only_after_commit(
 ):
     settings.QP_IMMEDIATE_TICKS = True
     sent = []
-    monkeypatch.setattr(tasks.tick_queue, "delay", sent.append)
+    monkeypatch.setattr(
+        tasks.tick_queue, "delay", lambda queue_id, immediate: sent.append(queue_id)
+    )
     with django_capture_on_commit_callbacks(execute=True) as callbacks:
         submit(people.alice, fleet)
         assert sent == []  # nothing leaves before the transaction commits

@@ -20,7 +20,7 @@ def enqueued(settings, monkeypatch):
     """The ticks sent to the broker, without a worker to run them."""
     settings.QP_IMMEDIATE_TICKS = True
     sent = []
-    monkeypatch.setattr(tick_queue, "delay", sent.append)
+    monkeypatch.setattr(tick_queue, "delay", lambda queue_id, immediate: sent.append(queue_id))
     return sent
 
 
@@ -48,10 +48,42 @@ def test_a_broker_outage_leaves_no_claim_behind(people, fleet, settings, monkeyp
     settings.QP_IMMEDIATE_TICKS = True
     settings.REDIS_URL = ""
 
-    def broken(queue_id):
+    def broken(queue_id, immediate):
         raise ConnectionError("broker down")
 
     monkeypatch.setattr(tick_queue, "delay", broken)
     submit(people.alice, fleet, name="during-outage")
     assert ticks.gate.claim(fleet.queue.pk), "the failed enqueue released its claim"
     ticks.gate.release(fleet.queue.pk)
+
+
+def test_an_immediate_tick_waits_for_a_tick_in_progress_instead_of_skipping(people, fleet):
+    """A beat tick that finds the lock held skips; an immediate one waits for it, so the change
+    that asked for it is planned at once rather than at the next beat."""
+    import threading
+
+    from django.db import connection, transaction
+
+    from quotaportal.quotas.locks import try_lock_environment
+    from quotaportal.quotas.services import run_tick
+
+    job = submit(people.alice, fleet, name="waits-for-the-lock")
+    holding, release = threading.Event(), threading.Event()
+
+    def hold_the_lock():
+        with transaction.atomic():
+            try_lock_environment(fleet.queue.service_environment_id)
+            holding.set()
+            release.wait(10)
+        connection.close()
+
+    holder = threading.Thread(target=hold_the_lock)
+    holder.start()
+    holding.wait(5)
+    assert run_tick(fleet.queue.pk).skipped, "a beat tick skips while the lock is held"
+    threading.Timer(0.3, release.set).start()
+    waited = run_tick(fleet.queue.pk, wait=True)
+    holder.join(5)
+    assert not waited.skipped
+    job.refresh_from_db()
+    assert job.status == "SCHEDULED"

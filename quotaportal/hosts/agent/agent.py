@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from quotaportal.hosts.agent.client import AgentError, AuthError, Client, Unreachable
+from quotaportal.hosts.agent.reporter import Reporter
 from quotaportal.hosts.agent.runner import JobUser, RunningJob, StartFailed, kill_group
 
 log = logging.getLogger("quotaportal-agent")
@@ -97,7 +98,7 @@ class Agent:
         self.pass_env = pass_env
         self.running: dict[int, RunningJob] = {}
         self.finished: set[int] = set()
-        self.unreported: list[tuple] = []  # reports to retry once the server is back
+        self.reporter = Reporter(client, name)
         self.lease = DEFAULT_LEASE
         self.version = ""  # of the placements last heard; a long-poll waits for another
         self.desired: list[dict] = []  # what the server last said should run here
@@ -134,7 +135,6 @@ class Agent:
                         if not registered:
                             self.register()
                             registered = True
-                        self.flush_reports()
                         poller.ask(sorted(self.running), self.long_poll_wait(), self.version)
                     except (Unreachable, AgentError) as err:
                         backoff, registered = self.refused(err, backoff, registered)
@@ -151,6 +151,8 @@ class Agent:
                     self.version = answer.get("version", "")
                     backoff = self.interval
                     next_poll = time.monotonic() + (0 if self.version else self.interval)
+                if self.reporter.auth_error is not None:
+                    self.refused(self.reporter.auth_error, backoff, registered)
                 self.keep_lease()
                 if self.reap():
                     # GPUs a stopped job held are free: a placement waiting for them starts.
@@ -158,6 +160,8 @@ class Agent:
         finally:
             poller.close()
             self.shutdown()
+            self.reporter.drain(timeout=2.0)  # the exits of the jobs just stopped
+            self.reporter.close()
 
     def long_poll_wait(self) -> float:
         """Short enough that an answer always comes well inside the lease."""
@@ -268,19 +272,11 @@ class Agent:
         tail: str = "",
         reason: str = "",
     ) -> None:
-        try:
-            self.client.report(self.name, placement, event, exit_code, tail, reason)
-        except Unreachable:
-            self.unreported.append((placement, event, exit_code, tail, reason))
-        except AuthError:
-            raise
-        except AgentError as err:  # e.g. the job's placement is gone: nothing left to tell
-            log.warning("report for placement %s dropped: %s", placement, err)
-
-    def flush_reports(self) -> None:
-        pending, self.unreported = self.unreported, []
-        for report in pending:
-            self.send(*report)
+        """Hand a report to the reporter thread: it goes out at once, without holding up the
+        loop, and is kept (in order) while the server cannot be reached."""
+        report = {"placement": placement, "event": event, "exit_code": exit_code}
+        report.update(output_tail=tail, reason=reason)
+        self.reporter.put(report)
 
     def abandon_jobs(self) -> None:
         """Kill every job at once and forget it (the server no longer counts it as running)."""

@@ -87,6 +87,10 @@ class Client:
             body["reason"] = reason
         self.post("report/", body)
 
+    def reports(self, name: str, reports: list[dict]) -> list[dict]:
+        """Several reports in one request, applied in order; a result for each."""
+        return self.post("reports/", {"name": name, "reports": reports})["results"]
+
 
 def _detail(err: urllib.error.HTTPError) -> str:
     try:

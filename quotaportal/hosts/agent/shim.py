@@ -26,6 +26,7 @@ import sys
 import time
 
 POLL_SECONDS = 0.2
+LINGER_SECONDS = 0.01  # between looks for the job's leftover processes once it has exited
 
 
 def others_alive(pgid: int, me: int) -> bool:
@@ -49,10 +50,11 @@ def exit_code(status: int) -> int:
     return 128 - code if code < 0 else code
 
 
-def lifeline_cut(fd: int, timeout: float) -> bool:
-    readable, _, _ = select.select([fd], [], [], timeout)
+def lifeline_cut(fd: int, timeout: float, also: list[int] = ()) -> bool:
+    """Wait up to `timeout` for the lifeline (or any of `also`); True when the agent is gone."""
+    readable, _, _ = select.select([fd, *also], [], [], timeout)
     # Readable means end-of-file: the agent never writes, it only holds the other end.
-    return bool(readable) and os.read(fd, 1) == b""
+    return fd in readable and os.read(fd, 1) == b""
 
 
 def stop_group(pgid: int, grace: float) -> None:
@@ -73,6 +75,7 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGTERM, lambda *_: None)
     pgid = os.getpgid(0)
     child = subprocess.Popen(["/bin/sh", script], **as_user)  # closes the lifeline in the job
+    exited = child_exit_fd(child.pid)
     code = None
     while True:
         if code is None:
@@ -81,8 +84,19 @@ def main(argv: list[str]) -> int:
                 code = exit_code(status)
         if code is not None and not others_alive(pgid, os.getpid()):
             return code
-        if lifeline_cut(lifeline, POLL_SECONDS):
+        # Wake the moment the job exits (its pidfd turns readable), not at the next poll; once
+        # it has, look often for the rest of its group to be gone.
+        watched = [exited] if code is None and exited is not None else []
+        if lifeline_cut(lifeline, POLL_SECONDS if code is None else LINGER_SECONDS, watched):
             stop_group(pgid, grace)
+
+
+def child_exit_fd(pid: int) -> int | None:
+    """A file descriptor that turns readable when the process exits (Linux 5.3+), or None."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ from django.utils import timezone
 
 from quotaportal.quotas import bridge, wakeups
 from quotaportal.quotas.backends import backend_for
-from quotaportal.quotas.locks import try_lock_environment
+from quotaportal.quotas.locks import lock_environment, try_lock_environment
 from quotaportal.quotas.models import (
     ACTIVE,
     Job,
@@ -47,7 +47,7 @@ from scheduler import InvariantViolation, check_plan, plan_tick
 log = logging.getLogger(__name__)
 
 
-def run_tick(queue_id: int, now=None) -> SchedulerRun | None:
+def run_tick(queue_id: int, now=None, *, wait: bool = False) -> SchedulerRun | None:
     """Tick the queue's service environment (all its queues); the run of this queue.
 
     None when the queue no longer exists (a tick enqueued before it was deleted) or is not
@@ -61,15 +61,23 @@ def run_tick(queue_id: int, now=None) -> SchedulerRun | None:
     if env_id is None:
         log.info("tick of job queue %s skipped: the queue no longer exists", queue_id)
         return None
-    return run_environment_tick(env_id, now, asked_by=queue_id).get(queue_id)
+    return run_environment_tick(env_id, now, asked_by=queue_id, wait=wait).get(queue_id)
 
 
-def run_environment_tick(env_id: int, now=None, asked_by: int | None = None) -> dict:
-    """Tick every ENABLED queue of the environment, higher priority first: queue id -> run."""
-    now = now or timezone.now()
+def run_environment_tick(
+    env_id: int, now=None, asked_by: int | None = None, *, wait: bool = False
+) -> dict:
+    """Tick every ENABLED queue of the environment, higher priority first: queue id -> run.
+
+    With `wait` (an immediate tick, asked for by a change) it waits for a tick in progress to
+    finish instead of skipping, so the change is always planned at once.
+    """
     runs = {}
     with transaction.atomic():
-        if not try_lock_environment(env_id):
+        locked = lock_environment(env_id) if wait else try_lock_environment(env_id)
+        # The time is read once the lock is held: a tick that waited plans as of now.
+        now = now or timezone.now()
+        if not locked:
             if asked_by is not None:
                 runs[asked_by] = SchedulerRun.objects.create(
                     job_queue_id=asked_by, started_at=now, skipped=True

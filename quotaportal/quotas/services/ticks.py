@@ -45,7 +45,7 @@ def enqueue_tick(queue_id: int) -> bool:
     try:
         if not gate.claim(queue_id):
             return False
-        tick_queue.delay(queue_id)
+        tick_queue.delay(queue_id, immediate=True)
     except Exception:  # the broker's errors vary by transport (redis, kombu, OSError)
         log.exception("could not enqueue a tick of queue %s; the next beat will tick it", queue_id)
         try:

@@ -1,0 +1,94 @@
+"""The agent's reports (a rank started, its output, its exit) leave from a thread of their own,
+in order, as many per request as have piled up: the agent's loop never waits on the network,
+and a host running many short jobs sends one request where it had a dozen."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+
+from quotaportal.hosts.agent.client import AgentError, AuthError, Client, Unreachable
+
+log = logging.getLogger("quotaportal-agent")
+MAX_BATCH = 256  # the server's limit per request
+MAX_RETRY_DELAY = 5.0
+
+
+class Reporter:
+    def __init__(self, client: Client, name: str):
+        self.client, self.name = client, name
+        self.auth_error: AuthError | None = None  # the agent's loop raises it
+        self._pending: deque[dict] = deque()
+        self._changed = threading.Condition()
+        self._closing = False
+        self._batches = True  # False once a server without the batch endpoint answered
+        self._thread = threading.Thread(target=self._run, name="reports", daemon=True)
+        self._thread.start()
+
+    def put(self, report: dict) -> None:
+        with self._changed:
+            self._pending.append(report)
+            self._changed.notify_all()
+
+    def drain(self, timeout: float) -> bool:
+        """Wait until every report has been sent (or dropped); False if time ran out."""
+        with self._changed:
+            return self._changed.wait_for(lambda: not self._pending, timeout)
+
+    def close(self) -> None:
+        with self._changed:
+            self._closing = True
+            self._changed.notify_all()
+
+    def _run(self) -> None:
+        delay = 0.25
+        while True:
+            with self._changed:
+                self._changed.wait_for(lambda: self._pending or self._closing)
+                if not self._pending:
+                    return
+                batch = [self._pending[i] for i in range(min(len(self._pending), MAX_BATCH))]
+            try:
+                self._send(batch)
+            except Unreachable:
+                # Kept, in order, until the server is back; the lease guards the jobs.
+                with self._changed:
+                    self._changed.wait(delay)
+                delay = min(delay * 2, MAX_RETRY_DELAY)
+                continue
+            except AuthError as err:
+                self.auth_error = err
+                batch = list(self._pending)  # nothing more can be said with this token
+            except AgentError as err:
+                log.warning("%d report(s) dropped: %s", len(batch), err)
+            delay = 0.25
+            with self._changed:
+                for _ in batch:
+                    self._pending.popleft()
+                self._changed.notify_all()
+
+    def _send(self, batch: list[dict]) -> None:
+        if self._batches:
+            try:
+                results = self.client.reports(self.name, batch)
+            except AgentError as err:
+                if "not found" not in str(err).lower() or isinstance(err, AuthError):
+                    raise
+                self._batches = False  # an older server: one report per request
+            else:
+                for report, result in zip(batch, results, strict=False):
+                    if not result.get("ok"):
+                        log.warning(
+                            "report for placement %s dropped: %s",
+                            report["placement"],
+                            result.get("detail"),
+                        )
+                return
+        for report in batch:
+            try:
+                self.client.report(self.name, **report)
+            except (AuthError, Unreachable):
+                raise
+            except AgentError as err:  # e.g. the job's placement is gone
+                log.warning("report for placement %s dropped: %s", report["placement"], err)
