@@ -16,7 +16,6 @@ slurm_per_s is Slurm's completions/s from the same run when Slurm answers, else 
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
 import threading
@@ -203,19 +202,16 @@ def main(argv=None) -> int:
         f"run {figures['run_p50_ms']} ms, exit to next start on the GPU "
         f"{figures['turnaround_p50_ms']} ms (p90 {figures['turnaround_p90_ms']})"
     )
+    slurm_line = None
     if slurm:
         ratio = figures["jobs_per_s"] / slurm["completions_per_s"]
-        print(
+        slurm_line = (
             f"Slurm (same machine, 8 fake GPUs): {slurm['completions_per_s']} completions/s; "
             f"ratio {ratio:.1f}x"
         )
-    else:
-        print("Slurm: not set up (../shared/bench/slurm_anchor.sh setup), no side-by-side figure")
-    if not ok:
-        print("FAILED: not every job succeeded, or a submit was refused")
-    if args.json:
-        print(json.dumps(figures))
-    return 0 if ok else 1
+    return stack.finish(
+        figures, ok, slurm_line, "not every job succeeded, or a submit was refused", args.json
+    )
 
 
 if __name__ == "__main__":

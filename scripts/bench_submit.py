@@ -15,7 +15,6 @@ Slurm answers (../shared/bench/slurm_anchor.sh setup), else slurm_per_s is null.
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
 import threading
@@ -150,19 +149,14 @@ def main(argv=None) -> int:
         f"{figures['non_2xx']} non-2xx); batch: {figures['batch_jobs_per_s']} jobs/s; "
         f"{figures['jobs_in_db']} jobs in the database (expected {expected})"
     )
+    slurm_line = None
     if slurm:
         ratio = figures["submits_per_s"] / slurm["submits_per_s"]
-        print(
+        slurm_line = (
             f"Slurm sbatch (sequential, same machine): {slurm['submits_per_s']} submits/s; "
             f"ratio {ratio:.2f}x"
         )
-    else:
-        print("Slurm: not set up (../shared/bench/slurm_anchor.sh setup), no side-by-side figure")
-    if not ok:
-        print("FAILED: jobs were lost, duplicated or refused")
-    if args.json:
-        print(json.dumps(figures))
-    return 0 if ok else 1
+    return stack.finish(figures, ok, slurm_line, "jobs were lost, duplicated or refused", args.json)
 
 
 if __name__ == "__main__":

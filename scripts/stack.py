@@ -235,3 +235,16 @@ def slurm_figures(jobs: int) -> dict | None:
     if not found:
         return None
     return {"submits_per_s": float(found[1]), "completions_per_s": float(found[2])}
+
+
+def finish(figures: dict, ok: bool, slurm_line: str | None, failure: str, as_json: bool) -> int:
+    """The closing lines every benchmark prints: Slurm's figure (or how to get one), a failure
+    if the run did not do what it timed, and with --json one JSON object last."""
+    import json
+
+    print(slurm_line or "Slurm: not set up (../shared/bench/slurm_anchor.sh setup), no figure")
+    if not ok:
+        print(f"FAILED: {failure}")
+    if as_json:
+        print(json.dumps(figures))
+    return 0 if ok else 1

@@ -212,28 +212,9 @@ def _cached(cache: dict, key, load):
 
 @transaction.atomic
 def _create(actor, job_queue, share, unit, fields: dict, fingerprint: str, now) -> Job:
-    job = Job.objects.create(
-        job_queue=job_queue,
-        quota_share=share,
-        share_name=share.name,
-        submitted_by=actor,
-        capacity_unit=unit,
-        name=fields["name"],
-        request_fingerprint=fingerprint,
-        status=JobStatus.RUNNABLE,
-        created_at=now,
-        **{key: fields[key] for key in JOB_OPTIONS},
-    )
-    record(
-        actor,
-        EventKind.SUBMITTED,
-        job=job,
-        share=share,
-        when=now,
-        quantity=job.quantity,
-        capacity_unit=unit.name,
-        scheduling_priority=job.scheduling_priority,
-    )
+    job = _new_job(actor, job_queue, share, unit, fields, fingerprint, now)
+    job.save(force_insert=True)
+    _submitted_event(actor, job, now).save(force_insert=True)
     return job
 
 
