@@ -107,6 +107,17 @@ class Fleet:
             **fields,
         )
 
+    def output(self, job) -> str:
+        """What the job's first attempt printed so far, read on its host."""
+        placement = Placement.objects.filter(attempt__job=job, attempt__number=1).first()
+        if placement is None:
+            return ""
+        log = self.work_dir(placement.host.name) / "jobs" / f"{job.pk}-1-{placement.rank}"
+        try:
+            return (log / "output.log").read_text()
+        except OSError:
+            return ""
+
     def status(self, job) -> str:
         return Job.objects.get(pk=job.pk).status
 
@@ -164,6 +175,12 @@ def test_a_preempted_job_checkpoints_on_sigterm_and_the_preemptor_starts_after_i
     borrowers = [fleet.submit(name=f"a{i}", command=long_job) for i in range(4)]
     wait_until(
         lambda: all(fleet.status(j) == "RUNNING" for j in borrowers), what="a to fill all 4 GPUs"
+    )
+    # RUNNING comes as the process starts; a job can checkpoint once its handler is set,
+    # which it says in its first line. (Work is pushed at once: no heartbeat's delay now.)
+    wait_until(
+        lambda: all("starting at step" in fleet.output(j) for j in borrowers),
+        what="the jobs to set their SIGTERM handlers",
     )
     stamp = "date +%s.%N > $QP_CHECKPOINT_DIR/started; sleep 1"
     preemptor = fleet.submit(share="b", name="b1", command=stamp)
