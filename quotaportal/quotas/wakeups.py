@@ -19,6 +19,8 @@ from collections import defaultdict
 from django.conf import settings
 from django.db import transaction
 
+from quotaportal.quotas import redis_client
+
 log = logging.getLogger(__name__)
 CHANNEL = "quotaportal:environment-changed"
 
@@ -45,7 +47,7 @@ def _publish(env_id: int) -> None:
     if not settings.REDIS_URL:
         return
     try:
-        _redis().publish(CHANNEL, str(env_id))
+        redis_client.client(settings.REDIS_URL).publish(CHANNEL, str(env_id))
     except Exception:  # waiters still wake at their timeout; the work is not lost
         log.warning("could not announce environment %s over Redis", env_id, exc_info=True)
 
@@ -75,18 +77,6 @@ def wait_for(env_id: int, since: int, timeout: float) -> bool:
     return True
 
 
-_client = None
-
-
-def _redis():
-    global _client
-    if _client is None:
-        import redis
-
-        _client = redis.Redis.from_url(settings.REDIS_URL)
-    return _client
-
-
 def _ensure_listener() -> None:
     """One thread per process relays Redis announcements into the local condition."""
     global _listener
@@ -105,7 +95,9 @@ def _ensure_listener() -> None:
 def _listen(ready: threading.Event) -> None:
     while True:
         try:
-            pubsub = _redis().pubsub(ignore_subscribe_messages=True)
+            pubsub = redis_client.client(settings.REDIS_URL, timeout=None).pubsub(
+                ignore_subscribe_messages=True
+            )
             pubsub.subscribe(CHANNEL)
             ready.set()
             for message in pubsub.listen():

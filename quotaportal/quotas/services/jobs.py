@@ -136,20 +136,14 @@ def submit_job(
     """
     if unknown := sorted(set(options) - set(JOB_OPTIONS)):
         raise TypeError(f"submit_job() got unknown fields {unknown}")
-    fields = {
-        "job_queue": job_queue.name,
+    item = {
+        "job_queue": job_queue,
         "quota_share": quota_share,
         "capacity_unit": capacity_unit,
         "name": name,
-        **JOB_OPTIONS,
         **options,
     }
-    fields["evaluate_on_exit"] = fields["evaluate_on_exit"] or []
-    fields["tags"] = fields["tags"] or {}
-    if errors := _check_fields(fields):
-        raise InvalidInput(errors)
-    share, unit = _target(actor, job_queue, fields)
-    fingerprint = _fingerprint(fields)
+    _, share, unit, fields, fingerprint = _prepare(actor, item, cache={})
     token = fields["client_token"]
     if token is not None and (existing := _same_request(actor, job_queue, token, fingerprint)):
         return existing
@@ -269,6 +263,8 @@ def submit_jobs(actor, items: list[dict], now=None) -> list[Job]:
 
 
 def _prepare(actor, item: dict, cache: dict):
+    """Check one submission (as submit_job takes it, the queue as an object): the queue, share,
+    unit, normalized fields and fingerprint, or InvalidInput."""
     options = {k: v for k, v in item.items() if k in JOB_OPTIONS}
     if unknown := sorted(set(item) - set(JOB_OPTIONS) - {*REQUIRED_FIELDS}):
         raise InvalidInput(dict.fromkeys(unknown, "unknown field"))

@@ -10,6 +10,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 
+from quotaportal.quotas import redis_client
 from quotaportal.quotas.models import JobQueue
 
 log = logging.getLogger(__name__)
@@ -78,7 +79,11 @@ class TickGate:
         if env_id is None:
             return False
         if settings.REDIS_URL:
-            return bool(_redis().set(_key(env_id), 1, nx=True, ex=self.EXPIRES_SECONDS))
+            return bool(
+                redis_client.client(settings.REDIS_URL).set(
+                    _key(env_id), 1, nx=True, ex=self.EXPIRES_SECONDS
+                )
+            )
         with self._lock:
             if env_id in self._local:
                 return False
@@ -90,7 +95,7 @@ class TickGate:
         if env_id is None:
             return
         if settings.REDIS_URL:
-            _redis().delete(_key(env_id))
+            redis_client.client(settings.REDIS_URL).delete(_key(env_id))
         else:
             with self._lock:
                 self._local.discard(env_id)
@@ -115,15 +120,3 @@ def environment_of(queue_id: int) -> int | None:
 
 def _key(env_id: int) -> str:
     return f"quotaportal:tick-queued:{env_id}"
-
-
-_client = None
-
-
-def _redis():
-    global _client
-    if _client is None:
-        import redis
-
-        _client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2)
-    return _client

@@ -1,0 +1,14 @@
+"""One Redis client per process and server: the tick marks and the agents' wake-ups use it."""
+
+from __future__ import annotations
+
+from functools import cache
+
+
+@cache
+def client(url: str, timeout: float | None = 2.0):
+    """A client for `url`. Commands give up after `timeout` seconds; a pub/sub listener, which
+    waits for messages indefinitely, asks for None."""
+    import redis
+
+    return redis.Redis.from_url(url, socket_timeout=timeout)
