@@ -5,8 +5,12 @@ process logging to a file in a work folder."""
 
 from __future__ import annotations
 
+import http.client
+import json
 import os
+import re
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -16,6 +20,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from urllib.parse import urlsplit
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -185,16 +190,11 @@ class Rest:
     """A keep-alive HTTP connection to the REST API, one per client thread."""
 
     def __init__(self, url: str, token: str):
-        import http.client
-        from urllib.parse import urlsplit
-
         parts = urlsplit(url)
         self.connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
         self.headers = {"Authorization": f"Token {token}", "Content-Type": "application/json"}
 
     def call(self, method: str, path: str, body=None) -> tuple[int, dict]:
-        import json
-
         data = None if body is None else json.dumps(body)
         self.connection.request(method, f"/api/v1/{path}", body=data, headers=self.headers)
         response = self.connection.getresponse()
@@ -215,9 +215,6 @@ SLURM_ANCHOR = REPO.parent / "shared" / "bench" / "slurm_anchor.sh"
 def slurm_figures(jobs: int) -> dict | None:
     """Slurm's sbatch submits/s and completions/s from the same machine, when Slurm answers
     (set it up with ../shared/bench/slurm_anchor.sh setup); None otherwise."""
-    import re
-    import shutil
-
     if not SLURM_ANCHOR.exists() or shutil.which("squeue") is None:
         return None
     try:
@@ -240,8 +237,6 @@ def slurm_figures(jobs: int) -> dict | None:
 def finish(figures: dict, ok: bool, slurm_line: str | None, failure: str, as_json: bool) -> int:
     """The closing lines every benchmark prints: Slurm's figure (or how to get one), a failure
     if the run did not do what it timed, and with --json one JSON object last."""
-    import json
-
     print(slurm_line or "Slurm: not set up (../shared/bench/slurm_anchor.sh setup), no figure")
     if not ok:
         print(f"FAILED: {failure}")

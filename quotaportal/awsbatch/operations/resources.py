@@ -118,7 +118,7 @@ def _require_disabled_to_delete(actor, obj, kind: str) -> None:
 # Service environments
 
 
-def _capacity_limits(body: dict, key: str = "capacityLimits") -> dict[str, int] | None:
+def read_capacity_limits(body: dict, key: str = "capacityLimits") -> dict[str, int] | None:
     limits = typed(body, key, list)
     if limits is None:
         return None
@@ -133,7 +133,7 @@ def _capacity_limits(body: dict, key: str = "capacityLimits") -> dict[str, int] 
     return result
 
 
-def _limits_shape(limits) -> list[dict]:
+def limits_shape(limits) -> list[dict]:
     return [{"capacityUnit": unit, "maxCapacity": count} for unit, count in sorted(limits.items())]
 
 
@@ -145,7 +145,7 @@ def environment_shape(env: ServiceEnvironment) -> dict:
         "serviceEnvironmentType": SAGEMAKER_TRAINING,
         "state": env.state,
         "status": "VALID",
-        "capacityLimits": _limits_shape(limits),
+        "capacityLimits": limits_shape(limits),
         "tags": env.tags,
     }
 
@@ -163,7 +163,7 @@ def create_service_environment(actor, body):
     name = required(body, "serviceEnvironmentName")
     if required(body, "serviceEnvironmentType") != SAGEMAKER_TRAINING:
         raise AwsError("serviceEnvironmentType must be SAGEMAKER_TRAINING")
-    limits = _capacity_limits(body)
+    limits = read_capacity_limits(body)
     if not limits:
         raise AwsError("capacityLimits is required: give at least one capacityUnit")
     tags = typed(body, "tags", dict, {})
@@ -192,7 +192,7 @@ def environment_arn(env: ServiceEnvironment) -> str:
 @operation("UpdateServiceEnvironment")
 def update_service_environment(actor, body):
     env = lookups.service_environment(required(body, "serviceEnvironment"))
-    limits = _capacity_limits(body)
+    limits = read_capacity_limits(body)
     if limits:
         require_admin(actor, "change service environments")
         _units_for(actor, limits)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from quotaportal.awsbatch import lookups
 from quotaportal.awsbatch.operations import operation
-from quotaportal.awsbatch.operations.resources import _capacity_limits, _limits_shape
+from quotaportal.awsbatch.operations.resources import limits_shape, read_capacity_limits
 from quotaportal.awsbatch.wire import AwsError, arn, one_of, paged, required, share_arn, typed
 from quotaportal.quotas import services
 from quotaportal.quotas.models import QuotaShare, State, Strategy, Team
@@ -20,7 +20,7 @@ def share_shape(share: QuotaShare, with_tags: bool = True) -> dict:
         "quotaShareName": share.name,
         "quotaShareArn": share_arn(share.job_queue.name, share.name),
         "jobQueueArn": arn("job-queue", share.job_queue.name),
-        "capacityLimits": _limits_shape(limits_of(share)),
+        "capacityLimits": limits_shape(limits_of(share)),
         "resourceSharingConfiguration": {
             "strategy": share.sharing_strategy,
             "borrowLimit": share.borrow_limit,
@@ -67,7 +67,7 @@ def _team_for(actor, name: str) -> Team:
 def create_quota_share(actor, body):
     name = required(body, "quotaShareName")
     queue = lookups.job_queue(required(body, "jobQueue"))
-    limits = _capacity_limits(body)
+    limits = read_capacity_limits(body)
     if not limits:
         raise AwsError("capacityLimits is required: give 1 to 5 capacity limits")
     strategy, borrow_limit = _sharing(body, required_now=True)
@@ -96,7 +96,7 @@ def create_quota_share(actor, body):
 def update_quota_share(actor, body):
     share = lookups.quota_share(required(body, "quotaShareArn"))
     changes = {}
-    if limits := _capacity_limits(body):
+    if limits := read_capacity_limits(body):
         changes["capacity_limits"] = limits
     strategy, borrow_limit = _sharing(body, required_now=False)
     if strategy is not None:
