@@ -34,22 +34,28 @@ from scheduler.queues import ShareQueue
 from scheduler.victims import VictimPool
 
 
-def plan_tick(snapshot: Snapshot, now: float) -> Plan:
-    """Decide which jobs start and which are preempted in one tick of one job queue."""
-    return _Tick(snapshot, now).run()
+def plan_tick(snapshot: Snapshot, now: float, *, explain: bool = True) -> Plan:
+    """Decide which jobs start and which are preempted in one tick of one job queue.
+
+    With explain=False the plan carries no pending reasons or share ranking: the simulator
+    replays hundreds of thousands of ticks and only needs the decisions.
+    """
+    return _Tick(snapshot, now).run(explain)
 
 
 def _group_runnable(snapshot: Snapshot, shares: dict[str, Share]) -> dict[str, list]:
-    grouped: dict[str, list] = {name: [] for name in shares}
+    """Sorted RUNNABLE entries of the shares that have some, in share-name order."""
+    grouped: dict[str, list] = defaultdict(list)
     for job in snapshot.jobs:
         if job.dispatched_at is None:
-            try:
-                grouped[job.share].append((-job.priority, job.created_at, job.id, job))
-            except KeyError:
-                raise ValueError(f"job {job.id} names unknown share {job.share!r}") from None
+            grouped[job.share].append((-job.priority, job.created_at, job.id, job))
+    unknown = sorted(set(grouped) - set(shares))
+    if unknown:
+        job = grouped[unknown[0]][0][3]
+        raise ValueError(f"job {job.id} names unknown share {job.share!r}")
     for entries in grouped.values():
         entries.sort()
-    return grouped
+    return {name: grouped[name] for name in sorted(grouped)}
 
 
 class _Tick:
@@ -60,18 +66,21 @@ class _Tick:
         dispatched = [job for job in snapshot.jobs if job.dispatched_at is not None]
         self.ledger = Ledger(snapshot.capacity, self.shares, dispatched)
         self.victims = VictimPool(dispatched)
-        grouped = _group_runnable(snapshot, self.shares)
+        # Only shares with RUNNABLE jobs get a queue (most of a large fleet's shares have none
+        # waiting); a share whose job is preempted this tick gets one then (_queue_of).
         self.queues = {
-            name: ShareQueue(share, self.ordering, grouped[name])
-            for name, share in self.shares.items()
+            name: ShareQueue(self.shares[name], self.ordering, entries)
+            for name, entries in _group_runnable(snapshot, self.shares).items()
         }
         self.dispatches: list[Dispatch] = []
         self.preempted: dict[str, list[Job]] = defaultdict(list)
 
-    def run(self) -> Plan:
+    def run(self, explain: bool = True) -> Plan:
         self.start_within_quota()
         self.preempt_within_shares()
         self.borrow_idle_capacity()
+        if not explain:
+            return Plan(self.now, tuple(self.dispatches))
         pending, ranking = pending_reasons(self.queues, self.preempted, self.ledger, self.ordering)
         return Plan(self.now, tuple(self.dispatches), pending, ranking)
 
@@ -116,7 +125,7 @@ class _Tick:
     # -- step 2 ---------------------------------------------------------------------------
 
     def preempt_within_shares(self) -> None:
-        for queue in self.queues.values():
+        for queue in list(self.queues.values()):
             if queue.share.in_share_preemption:
                 while self._preempt_for_head(queue):
                     pass
@@ -178,9 +187,14 @@ class _Tick:
         self.ledger.add(job, share)
         queue.take(job)
         for victim in victims:
-            self.queues[victim.share].note_victim(victim)
+            self._queue_of(victim.share).note_victim(victim)
         borrowing = self.ledger.is_borrowing(share, job.unit)
         self.dispatches.append(Dispatch(job.id, borrowing, tuple(preemptions)))
+
+    def _queue_of(self, name: str) -> ShareQueue:
+        if name not in self.queues:
+            self.queues[name] = ShareQueue(self.shares[name], self.ordering, [])
+        return self.queues[name]
 
 
 def _share_name(share: Share) -> str:

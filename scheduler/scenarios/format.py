@@ -100,10 +100,10 @@ def parse(data: Any, label: str) -> Scenario:
     ordering = data.get("ordering", "STRICT")
     if ordering not in Ordering.__members__:
         raise ScenarioError(f"{label}: ordering must be STRICT or BEST_EFFORT, got {ordering!r}")
-    capacity = _unit_counts(data["capacity"], f"{label}: capacity")
+    capacity = unit_counts(data["capacity"], f"{label}: capacity")
     if not isinstance(data["shares"], list) or not isinstance(data["steps"], list):
         raise ScenarioError(f"{label}: 'shares' and 'steps' must be lists")
-    shares = tuple(_share(s, f"{label}: shares[{i}]") for i, s in enumerate(data["shares"]))
+    shares = tuple(parse_share(s, f"{label}: shares[{i}]") for i, s in enumerate(data["shares"]))
     names = [s.name for s in shares]
     if len(set(names)) != len(names):
         raise ScenarioError(f"{label}: share names must be unique")
@@ -119,7 +119,7 @@ def _no_unknown(body: dict, allowed: set[str], where: str) -> None:
         raise ScenarioError(f"{where}: unknown field(s) {', '.join(unknown)}")
 
 
-def _unit_counts(value: Any, where: str) -> dict[str, int]:
+def unit_counts(value: Any, where: str) -> dict[str, int]:
     if not isinstance(value, dict) or not all(
         isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in value.values()
     ):
@@ -127,7 +127,8 @@ def _unit_counts(value: Any, where: str) -> dict[str, int]:
     return dict(value)
 
 
-def _share(body: Any, where: str) -> ShareSpec:
+def parse_share(body: Any, where: str) -> ShareSpec:
+    """One share object of a scenario (or a simulator workload), checked."""
     if not isinstance(body, dict):
         raise ScenarioError(f"{where}: must be an object")
     _no_unknown(body, SHARE_FIELDS, where)
@@ -143,7 +144,7 @@ def _share(body: Any, where: str) -> ShareSpec:
         raise ScenarioError(f"{where}: state must be ENABLED or DISABLED")
     return ShareSpec(
         name=str(body["name"]),
-        limits=_unit_counts(body["limits"], f"{where}.limits"),
+        limits=unit_counts(body["limits"], f"{where}.limits"),
         strategy=Strategy(strategy),
         borrow_limit=body.get("borrow_limit", -1),
         in_share_preemption=bool(body.get("in_share_preemption", False)),
@@ -167,7 +168,7 @@ def _step(raw: Any, index: int, label: str) -> Step:
     if optional is not None:
         _no_unknown(body, required | optional, f"{where} ({kind})")
     else:
-        _unit_counts(body, f"{where} ({kind})")
+        unit_counts(body, f"{where} ({kind})")
     if kind == "finish" and body["status"] not in ("SUCCEEDED", "FAILED"):
         raise ScenarioError(f"{where}: finish status must be SUCCEEDED or FAILED")
     return Step(index, kind, body)

@@ -1,0 +1,143 @@
+"""python -m scheduler.simulate (--trace DIR | --kueue-baseline | --fleet N | --workload FILE)
+[--config CONFIG] [--tick SECONDS] [--json]
+
+Replays a workload through the scheduler and prints what happened: per queue and share the
+waits, preemptions, borrowed and idle instance-hours, and how the makespan compares with the
+capacity bound. With --json the last line is one JSON object (jobs, makespan_s,
+capacity_bound_s, wait_p50_s, wait_p99_s, preemptions, wall_s, ...). Progress goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from scheduler.invariants import InvariantViolation
+from scheduler.simulate import simulate
+from scheduler.simulate.loaders import alibaba_openb, fleet, kueue_baseline
+from scheduler.simulate.workload import WorkloadError, apply_config, load_workload
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m scheduler.simulate",
+        description="Replay a workload through quotaportal's scheduler, event to event.",
+    )
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--trace", metavar="DIR", help="the Alibaba openb trace folder")
+    source.add_argument(
+        "--kueue-baseline",
+        action="store_true",
+        help="Kueue's scheduler-performance baseline shape (15,000 jobs)",
+    )
+    source.add_argument(
+        "--fleet", type=int, metavar="N", help="a synthetic fleet of N jobs over --shares shares"
+    )
+    source.add_argument("--workload", metavar="FILE", help="a workload JSON file")
+    parser.add_argument("--shares", type=int, default=1000, help="shares of --fleet")
+    parser.add_argument("--load", type=float, default=0.8, help="load of --fleet")
+    parser.add_argument(
+        "--config", metavar="CONFIG", help="a JSON file with queue settings to replay instead"
+    )
+    parser.add_argument(
+        "--tick",
+        type=float,
+        metavar="SECONDS",
+        help="tick on this fixed period, like the live system",
+    )
+    parser.add_argument(
+        "--no-check", action="store_true", help="skip the invariant check of every plan (faster)"
+    )
+    parser.add_argument("--json", action="store_true", help="end with one JSON line")
+    return parser
+
+
+def _load(args) -> object:
+    if args.trace:
+        return alibaba_openb(args.trace)
+    if args.kueue_baseline:
+        return kueue_baseline()
+    if args.fleet is not None:
+        if args.fleet < 1 or args.shares < 1:
+            raise WorkloadError("--fleet and --shares must be at least 1")
+        return fleet(args.fleet, args.shares, args.load)
+    return load_workload(args.workload)
+
+
+class _Progress:
+    """A line on stderr every few seconds of a long run."""
+
+    def __init__(self, out):
+        self.out = out
+        self.began = self.last = time.monotonic()
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - self.last >= 2 or done == total:
+            self.last = now
+            self.out.write(f"  {done:,}/{total:,} jobs done, {now - self.began:.0f} s\n")
+            self.out.flush()
+
+
+def _print_human(result, out) -> None:
+    for note in result.workload.notes:
+        out.write(f"# {note}\n")
+    for summary in result.queue_summaries:
+        out.write(
+            f"queue {summary['queue']}: {summary['jobs']:,} jobs, {summary['finished']:,} "
+            f"finished, makespan {summary['makespan_s']:,} s (capacity bound "
+            f"{summary['capacity_bound_s']:,} s), wait p50 {summary['wait_p50_s']} s / p99 "
+            f"{summary['wait_p99_s']} s, {summary['preemptions']:,} preemptions "
+            f"{summary['preemptions_by_kind']}, borrowed {summary['borrowed_instance_hours']:,} "
+            f"instance-h, idle while jobs waited {summary['idle_instance_hours_while_waiting']:,} "
+            f"instance-h, {summary['ticks_planned']:,} ticks planned\n"
+        )
+        shares = summary["shares"]
+        if len(shares) <= 30:
+            for name, figures in shares.items():
+                out.write(
+                    f"  {name}: {figures['jobs']:,} jobs, wait p50 {figures['wait_p50_s']} s "
+                    f"p99 {figures['wait_p99_s']} s, own {figures['own_hours']:,} h, borrowed "
+                    f"{figures['borrowed_hours']:,} h, {figures['preemptions']:,} preempted\n"
+                )
+    total = result.summary
+    out.write(
+        f"all: {total['jobs']:,} jobs, makespan {total['makespan_s']:,} s vs capacity bound "
+        f"{total['capacity_bound_s']:,} s, wait p50 {total['wait_p50_s']} s p99 "
+        f"{total['wait_p99_s']} s, {total['preemptions']:,} preemptions, "
+        f"simulated in {total['wall_s']} s\n"
+    )
+
+
+def main(argv: list[str] | None = None, out=None, err=None) -> int:
+    out, err = out or sys.stdout, err or sys.stderr
+    args = _parser().parse_args(argv)
+    if args.tick is not None and not args.tick > 0:
+        err.write("--tick must be a positive number of seconds\n")
+        return 2
+    try:
+        workload = _load(args)
+        if args.config:
+            workload = apply_config(workload, args.config)
+    except WorkloadError as error:
+        err.write(f"error: {error}\n")
+        return 2
+    err.write(f"simulating {workload.name}: {workload.job_count:,} jobs\n")
+    try:
+        result = simulate(
+            workload, tick_s=args.tick, check=not args.no_check, progress=_Progress(err)
+        )
+    except InvariantViolation as error:
+        err.write(f"a plan broke an invariant: {error}\n")
+        return 1
+    _print_human(result, out)
+    if args.json:
+        body = dict(result.summary, workload=workload.name, notes=list(workload.notes))
+        out.write(json.dumps(body, separators=(",", ":")) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,276 @@
+"""The simulator against outcomes worked out by hand, and against itself without shortcuts."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scheduler import Ordering, Share, Strategy
+from scheduler.simulate import QueueConfig, QueueWorkload, WorkJob, Workload, simulate
+from scheduler.simulate.__main__ import main
+from scheduler.simulate.loaders import alibaba_openb, kueue_baseline
+from scheduler.simulate.workload import capacity_bound_s, load_workload, workload_to_json
+
+EXAMPLES = int(os.environ.get("QP_PROPERTY_EXAMPLES", "200"))
+TRACE = "/work/shared/traces"
+
+
+def workload(capacity, shares, jobs, **config) -> Workload:
+    queue = QueueWorkload(QueueConfig("q", capacity, tuple(shares), **config), tuple(jobs))
+    return Workload("test", (queue,))
+
+
+def job(id, share, at, seconds, priority=0, quantity=1, unit="gpu", changes=()):
+    return WorkJob(id, share, unit, quantity, priority, float(at), float(seconds), tuple(changes))
+
+
+def times(result, job_id):
+    outcome = result.outcome(job_id)
+    return outcome.start_s, outcome.end_s
+
+
+def test_jobs_queue_behind_a_full_share_and_start_as_capacity_frees():
+    result = simulate(
+        workload(
+            {"gpu": 2},
+            [Share("a", {"gpu": 2}, Strategy.LEND)],
+            [job("j1", "a", 0, 10), job("j2", "a", 0, 10), job("j3", "a", 1, 5)],
+        )
+    )
+    assert times(result, "j1") == (0, 10)
+    assert times(result, "j2") == (0, 10)
+    assert times(result, "j3") == (10, 15)
+    assert result.summary["makespan_s"] == 15
+    assert result.summary["capacity_bound_s"] == 12.5  # 25 GPU-seconds of work on 2 GPUs
+    assert result.summary["wait_p99_s"] == 9
+
+
+def test_lent_capacity_is_reclaimed_and_the_victim_reruns_from_the_start():
+    result = simulate(
+        workload(
+            {"gpu": 2},
+            [
+                Share("a", {"gpu": 1}, Strategy.LEND_AND_BORROW),
+                Share("b", {"gpu": 1}, Strategy.LEND),
+            ],
+            [job("a1", "a", 0, 10), job("a2", "a", 0, 10), job("b1", "b", 2, 10)],
+        )
+    )
+    assert times(result, "a2") == (0, 20)  # borrowed at 0, reclaimed at 2, ran again 10-20
+    assert result.outcome("a2").preemptions == [(2.0, "cross_share")]
+    assert result.outcome("a2").runs == 2
+    assert times(result, "b1") == (2, 12)
+    assert result.summary["preemptions_by_kind"] == {"cross_share": 1}
+    # a2 borrowed one GPU from 0 to 2: 2 instance-seconds.
+    assert result.queue_summaries[0]["shares"]["a"]["borrowed_hours"] == round(2 / 3600, 4)
+
+
+def test_a_raised_priority_preempts_within_the_share_after_the_grace_period():
+    jobs = [job("low", "a", 0, 10, priority=1), job("late", "a", 1, 10, 1, changes=[(3, 5)])]
+    share = Share("a", {"gpu": 1}, Strategy.LEND, in_share_preemption=True)
+    plain = simulate(workload({"gpu": 1}, [share], jobs))
+    assert times(plain, "late") == (3, 13)
+    assert times(plain, "low") == (0, 23)
+    assert plain.outcome("low").preemptions == [(3.0, "in_share")]
+    graced = simulate(workload({"gpu": 1}, [share], jobs, grace_s=2))
+    assert times(graced, "late") == (5, 15)  # dispatched at 3, its process starts at 5
+    assert times(graced, "low") == (0, 25)
+
+
+def test_reclaim_takes_the_borrowing_shares_lowest_priority_job_even_if_it_came_first():
+    shares = [
+        Share("b", {"gpu": 1}, Strategy.LEND_AND_BORROW, in_share_preemption=True),
+        Share("c", {"gpu": 1}, Strategy.LEND),
+    ]
+    jobs = [
+        job("b0", "b", 0, 100, priority=1),
+        job("b1", "b", 1, 100, priority=9),  # borrows the second GPU
+        job("c1", "c", 5, 100),
+    ]
+    result = simulate(workload({"gpu": 2}, shares, jobs))
+    assert times(result, "b1") == (1, 101)
+    assert result.outcome("b0").preemptions == [(5.0, "cross_share")]
+    # Back in its share b0 may not preempt b1 (higher priority): it waits for b1 to end.
+    assert times(result, "b0") == (0, 201)
+    assert times(result, "c1") == (5, 105)
+    assert result.summary["preemptions_by_kind"] == {"cross_share": 1}
+
+
+def test_a_fixed_tick_runs_dispatched_jobs_from_the_next_tick_like_a_simulated_environment():
+    result = simulate(
+        workload(
+            {"gpu": 1},
+            [Share("a", {"gpu": 1}, Strategy.LEND)],
+            [job("j1", "a", 0, 3), job("j2", "a", 0, 1)],
+        ),
+        tick_s=2,
+    )
+    assert times(result, "j1") == (2, 6)  # dispatched at 0, running at 2, over by the tick at 6
+    assert times(result, "j2") == (8, 10)  # dispatched at 6
+
+
+def test_capacity_that_arrives_later_starts_waiting_jobs_then():
+    result = simulate(
+        workload(
+            {"gpu": 0},
+            [Share("a", {"gpu": 1}, Strategy.LEND)],
+            [job("j1", "a", 0, 4)],
+            capacity_changes=((5.0, {"gpu": 1}),),
+        )
+    )
+    assert times(result, "j1") == (5, 9)
+    assert result.summary["idle_instance_hours_while_waiting"] == 0
+
+
+def test_idle_capacity_while_jobs_wait_is_counted():
+    # A RESERVE share holds its idle GPU while the LEND share's second job waits 10 s.
+    result = simulate(
+        workload(
+            {"gpu": 2},
+            [Share("r", {"gpu": 1}, Strategy.RESERVE), Share("l", {"gpu": 1}, Strategy.LEND)],
+            [job("l1", "l", 0, 10), job("l2", "l", 0, 10)],
+        )
+    )
+    assert times(result, "l2") == (10, 20)
+    assert result.queue_summaries[0]["idle_instance_hours_while_waiting"] == round(10 / 3600, 4)
+
+
+def test_the_kueue_baseline_has_the_published_shape():
+    baseline = kueue_baseline()
+    assert baseline.job_count == 15_000
+    assert len(baseline.queues) == 5
+    assert {len(q.config.shares) for q in baseline.queues} == {6}
+    assert capacity_bound_s(baseline.queues[0]) == pytest.approx(66.0)
+
+
+@pytest.mark.skipif(not os.path.isdir(TRACE), reason="the shared trace folder is not here")
+def test_the_alibaba_trace_maps_qos_classes_to_shares_and_models_to_units():
+    trace = alibaba_openb(TRACE)
+    (queue,) = trace.queues
+    assert queue.config.capacity["G2"] == 4392
+    assert {s.name: s.strategy for s in queue.config.shares}["latency-sensitive"] == "RESERVE"
+    assert len(queue.jobs) == 6203
+    assert any("QoS" in note for note in trace.notes)
+
+
+# -- the shortcuts change nothing ---------------------------------------------------------------
+
+
+@st.composite
+def workloads(draw):
+    units = ("a", "b")
+    share_count = draw(st.integers(1, 5))
+    shares = []
+    for index in range(share_count):
+        strategy = draw(st.sampled_from(list(Strategy)))
+        borrow = draw(st.sampled_from([-1, 0, 50, 200])) if strategy == "LEND_AND_BORROW" else -1
+        limits = {
+            u: draw(st.integers(1, 4)) for u in draw(st.sets(st.sampled_from(units), min_size=1))
+        }
+        shares.append(
+            Share(f"s{index}", limits, strategy, borrow, draw(st.booleans()), draw(st.booleans()))
+        )
+    jobs = []
+    for index in range(draw(st.integers(1, 30))):
+        share = draw(st.sampled_from(shares))
+        changes = draw(st.lists(st.tuples(st.integers(0, 40), st.integers(0, 9)), max_size=1))
+        jobs.append(
+            job(
+                f"j{index}",
+                share.name,
+                draw(st.integers(0, 40)),
+                draw(st.integers(0, 15)),
+                priority=draw(st.integers(0, 9)),
+                quantity=draw(st.integers(1, 3)),
+                unit=draw(st.sampled_from(units)),
+                changes=[(float(t), p) for t, p in changes],
+            )
+        )
+    capacity = {u: draw(st.integers(0, 8)) for u in units}
+    ordering = draw(st.sampled_from(list(Ordering)))
+    grace = draw(st.sampled_from([0.0, 0.0, 2.0]))
+    return workload(capacity, shares, jobs, ordering=ordering, grace_s=grace)
+
+
+def _outcomes(result):
+    return {
+        job_id: (o.start_s, o.end_s, o.runs, tuple(o.preemptions))
+        for run in result.runs
+        for job_id, o in run.outcomes.items()
+    }
+
+
+@settings(max_examples=EXAMPLES, deadline=None, derandomize=True)
+@given(workloads(), st.sampled_from([None, None, 1.0, 3.0]))
+def test_skipped_ticks_folded_shares_and_short_queues_change_no_outcome(load, tick):
+    # check=True: every plan of both runs also passes the invariant check.
+    fast = simulate(load, tick_s=tick, verify_skips=True)
+    full = simulate(load, tick_s=tick, fast=False)
+    assert _outcomes(fast) == _outcomes(full)
+    assert fast.summary["makespan_s"] == full.summary["makespan_s"]
+
+
+@settings(max_examples=EXAMPLES // 2, deadline=None, derandomize=True)
+@given(workloads())
+def test_the_same_workload_gives_the_same_result_in_any_job_order(load):
+    (queue,) = load.queues
+    shuffled = Workload("r", (QueueWorkload(queue.config, tuple(reversed(queue.jobs))),))
+    assert _outcomes(simulate(load)) == _outcomes(simulate(shuffled))
+
+
+# -- the command line ------------------------------------------------------------------------
+
+
+def test_the_command_ends_with_one_json_line(tmp_path, capsys):
+    load = workload(
+        {"gpu": 2},
+        [Share("a", {"gpu": 2}, Strategy.LEND_AND_BORROW, 100, True)],
+        [job("j1", "a", 0, 10), job("j2", "a", 0, 10, changes=[(1, 3)]), job("j3", "a", 1, 5)],
+    )
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps(workload_to_json(load)))
+    assert load_workload(path).queues == load.queues  # what is written reads back the same
+    assert main(["--workload", str(path), "--json"]) == 0
+    last = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    for key in (
+        "jobs",
+        "makespan_s",
+        "capacity_bound_s",
+        "wait_p50_s",
+        "wait_p99_s",
+        "preemptions",
+        "wall_s",
+    ):
+        assert key in last
+    assert last["jobs"] == 3
+    assert last["makespan_s"] == 15
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("{", "not valid JSON"),
+        ('{"capacity": {"gpu": 1}, "shares": [], "jobs": []}', "'shares' must be a non-empty"),
+        (
+            '{"capacity": {"gpu": 1}, "shares": [{"name": "a", "limits": {"gpu": 1}, '
+            '"strategy": "LEND"}], "jobs": [{"id": "x", "share": "b", "unit": "gpu", '
+            '"submit_s": 0, "duration_s": 1}]}',
+            "unknown share 'b'",
+        ),
+        (
+            '{"capacity": {"gpu": 1}, "shares": [{"name": "a", "limits": {"gpu": 1}, '
+            '"strategy": "LEND"}], "jobs": [{"id": "x", "share": "a", "unit": "gpu", '
+            '"submit_s": -1, "duration_s": 1}]}',
+            "must not be negative",
+        ),
+    ],
+)
+def test_a_bad_workload_file_is_refused_with_what_to_fix(tmp_path, capsys, content, message):
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    assert main(["--workload", str(path)]) == 2
+    assert message in capsys.readouterr().err
