@@ -16,6 +16,7 @@ import time
 
 from scheduler.invariants import InvariantViolation
 from scheduler.simulate import simulate
+from scheduler.simulate.estimate import estimate_accuracy
 from scheduler.simulate.loaders import alibaba_openb, fleet, kueue_baseline
 from scheduler.simulate.workload import WorkloadError, apply_config, load_workload
 
@@ -49,6 +50,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--no-check", action="store_true", help="skip the invariant check of every plan (faster)"
+    )
+    parser.add_argument(
+        "--estimates",
+        action="store_true",
+        help="also measure start-time estimates against the replay (median and p90 error)",
     )
     parser.add_argument("--json", action="store_true", help="end with one JSON line")
     return parser
@@ -133,8 +139,19 @@ def main(argv: list[str] | None = None, out=None, err=None) -> int:
         err.write(f"a plan broke an invariant: {error}\n")
         return 1
     _print_human(result, out)
+    body = dict(result.summary, workload=workload.name, notes=list(workload.notes))
+    if args.estimates:
+        err.write("measuring start-time estimates against the replay\n")
+        accuracy = [estimate_accuracy(queue) for queue in workload.queues]
+        body["estimates"] = accuracy
+        for queue, figures in zip(workload.queues, accuracy, strict=True):
+            out.write(
+                f"estimates in {queue.config.name}: {figures['estimates']:,} made, error p50 "
+                f"{figures['error_p50_s']} s p90 {figures['error_p90_s']} s; once every job "
+                f"had arrived p50 {figures['error_after_last_arrival_p50_s']} s p90 "
+                f"{figures['error_after_last_arrival_p90_s']} s\n"
+            )
     if args.json:
-        body = dict(result.summary, workload=workload.name, notes=list(workload.notes))
         out.write(json.dumps(body, separators=(",", ":")) + "\n")
     return 0
 

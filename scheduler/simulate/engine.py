@@ -103,6 +103,9 @@ class QueueSimulation:
         fast: bool = True,
         running: list[Running] = (),
         start_s: float | None = None,
+        until_all_started: bool = False,
+        max_instants: int | None = None,
+        observer: Callable[[QueueSimulation], None] | None = None,
         progress: Callable[[int, int], None] | None = None,
         sample_every_s: float | None = None,
     ):
@@ -169,6 +172,11 @@ class QueueSimulation:
         for item in running:
             self._start_running(item)
         self.sample_every_s = sample_every_s
+        # Estimates stop once every job has started (what happens after is not asked).
+        self.until_all_started = until_all_started
+        self.max_instants = max_instants
+        self.unstarted = len(queue.jobs)
+        self.observer = observer
         self.next_sample_s = self.now
 
     # -- the event loop ----------------------------------------------------------------------
@@ -196,6 +204,10 @@ class QueueSimulation:
                 if not self.preempted_last_tick:
                     break
             self._report_progress()
+            if self.observer:
+                self.observer(self)
+            if self._should_stop():
+                break
 
     def _run_fixed_ticks(self) -> None:
         step = self.tick_s
@@ -215,7 +227,14 @@ class QueueSimulation:
             self.run.instants += 1
             self._tick_if_needed()
             self._report_progress()
+            if self._should_stop():
+                break
             now += step
+
+    def _should_stop(self) -> bool:
+        if self.max_instants is not None and self.run.instants >= self.max_instants:
+            return True
+        return self.until_all_started and not self.unstarted
 
     def _advance_to(self, at: float) -> None:
         self._account(at)
@@ -406,6 +425,7 @@ class QueueSimulation:
         outcome = self.outcomes[job_id]
         if outcome.start_s is None:
             outcome.start_s = self.now
+            self.unstarted -= 1
         outcome.runs += 1
         # Work done before a preemption is lost: every run takes the whole duration.
         self._push(self.now + self.work[job_id].duration_s, END, (job_id, self.attempt[job_id]))

@@ -10,8 +10,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduler import Ordering, Share, Strategy
-from scheduler.simulate import QueueConfig, QueueWorkload, WorkJob, Workload, simulate
+from scheduler.simulate import QueueConfig, QueueWorkload, Running, WorkJob, Workload, simulate
 from scheduler.simulate.__main__ import main
+from scheduler.simulate.estimate import (
+    DEFAULT_DURATION_S,
+    Durations,
+    estimate_accuracy,
+    estimate_starts,
+)
 from scheduler.simulate.loaders import alibaba_openb, kueue_baseline
 from scheduler.simulate.workload import capacity_bound_s, load_workload, workload_to_json
 
@@ -274,3 +280,41 @@ def test_a_bad_workload_file_is_refused_with_what_to_fix(tmp_path, capsys, conte
     path.write_text(content)
     assert main(["--workload", str(path)]) == 2
     assert message in capsys.readouterr().err
+
+
+# -- estimates -------------------------------------------------------------------------------
+
+
+def test_waiting_jobs_are_estimated_to_start_as_the_running_ones_end():
+    config = QueueConfig("q", {"gpu": 1}, (Share("a", {"gpu": 1}, Strategy.LEND),))
+    running = [Running(job("r", "a", 90, 60), dispatched_at_s=90, remaining_s=10)]
+    waiting = [job("w1", "a", 95, 5), job("w2", "a", 96, 7), job("w0", "a", 99, 3, priority=5)]
+    starts = estimate_starts(config, running, waiting, now=100)
+    # w0 has the higher priority and goes first, then w1 and w2 in submit order.
+    assert starts == {"w0": 110, "w1": 113, "w2": 118}
+
+
+def test_expected_durations_prefer_the_time_limit_then_jobs_of_the_same_size():
+    durations = Durations()
+    assert durations.expected("a", 1) == DEFAULT_DURATION_S
+    for seconds in (10, 20, 30):
+        durations.add("a", 1, seconds)
+    durations.add("a", 4, 100)
+    durations.add("b", 1, 7)
+    assert durations.expected("a", 1) == 20
+    assert durations.expected("a", 4) == 100
+    assert durations.expected("a", 2) == 25  # the share's median
+    assert durations.expected("c", 1) == 20  # the queue's median of 10, 20, 30, 100, 7
+    assert durations.expected("a", 1, limit_s=600) == 600
+    assert durations.remaining("a", 1, elapsed_s=50) == 1  # over its usual time: ends soon
+
+
+def test_estimates_are_exact_once_every_job_has_arrived_and_durations_are_regular():
+    load = workload(
+        {"gpu": 2},
+        [Share("a", {"gpu": 2}, Strategy.LEND)],
+        [job(f"j{i}", "a", 0, 10) for i in range(8)],
+    )
+    accuracy = estimate_accuracy(load.queues[0], probes=8)
+    assert accuracy["estimates"] > 0
+    assert accuracy["error_p90_s"] == 0
