@@ -154,6 +154,10 @@ QP_FULL_REPLAN_SECONDS = envint("QP_FULL_REPLAN_SECONDS", 30)
 QP_HEALTH_TICK_AGE = envint("QP_HEALTH_TICK_AGE", max(30, 5 * QP_TICK_SECONDS))
 # Scheduler runs and utilization samples older than this are pruned by beat.
 QP_HISTORY_HOURS = envint("QP_HISTORY_HOURS", 24)
+# Start-time estimates of RUNNABLE jobs are refreshed this often per queue, each a forward
+# simulation of at most QP_ESTIMATE_MAX_WAITING waiting jobs (the rest get none).
+QP_ESTIMATE_SECONDS = envint("QP_ESTIMATE_SECONDS", 10)
+QP_ESTIMATE_MAX_WAITING = envint("QP_ESTIMATE_MAX_WAITING", 5000)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -201,6 +205,11 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": float(QP_TICK_SECONDS),
         # A tick that waited longer than one period is stale: the next one supersedes it.
         "options": {"expires": max(QP_TICK_SECONDS - 0.5, 0.5)},
+    },
+    "refresh-estimates": {
+        "task": "quotaportal.quotas.tasks.refresh_all_estimates",
+        "schedule": float(QP_ESTIMATE_SECONDS),
+        "options": {"expires": max(QP_ESTIMATE_SECONDS - 0.5, 0.5)},
     },
 }
 

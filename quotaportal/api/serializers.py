@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from quotaportal.quotas import selectors
@@ -11,6 +13,7 @@ from quotaportal.quotas.models import (
     Job,
     JobAttempt,
     JobQueue,
+    JobStatus,
     Ordering,
     QuotaShare,
     SchedulingPolicy,
@@ -21,6 +24,7 @@ from quotaportal.quotas.models import (
 )
 from quotaportal.quotas.permissions import can_read_output
 from quotaportal.quotas.services.jobs import MAX_BATCH, MAX_COMMAND_BYTES, MAX_TAG_VALUE
+from scheduler.simulate.estimate import ASSUMPTION
 from scheduler.validation import MAX_BORROW_LIMIT, MAX_INSTANCES
 
 
@@ -231,6 +235,7 @@ JOB_STATE_FIELDS = [
     "pending_reason",
     "position_in_share",
     "position_in_queue",
+    "estimated_start_at",
     "preempted_count",
     "recent_preemptions",
     "attempts",
@@ -276,6 +281,13 @@ class JobSerializer(serializers.ModelSerializer):
     attempts = AttemptSerializer(many=True, read_only=True)
     position_in_share = serializers.SerializerMethodField()
     position_in_queue = serializers.SerializerMethodField()
+    estimated_start_at = serializers.SerializerMethodField(
+        help_text=(
+            "While RUNNABLE: when a forward simulation of the queue expects the job to start, "
+            f"{ASSUMPTION} (refreshed every few seconds); null when there is none yet or the "
+            "job does not start within the simulated horizon."
+        )
+    )
 
     class Meta:
         model = Job
@@ -305,6 +317,12 @@ class JobSerializer(serializers.ModelSerializer):
 
     def get_position_in_queue(self, job) -> int | None:
         return self._position(job, 1)
+
+    @extend_schema_field(OpenApiTypes.DATETIME)
+    def get_estimated_start_at(self, job):
+        if job.status != JobStatus.RUNNABLE or job.estimated_start_at is None:
+            return None
+        return serializers.DateTimeField().to_representation(job.estimated_start_at)
 
 
 class BatchJobSerializer(JobSerializer):

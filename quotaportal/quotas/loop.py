@@ -12,6 +12,7 @@ import threading
 from django.db import close_old_connections, connection
 
 from quotaportal.quotas.models import JobQueue, State
+from quotaportal.quotas.services import estimates
 from quotaportal.quotas.services.tick import run_tick
 from quotaportal.quotas.tasks import prune_history
 
@@ -25,6 +26,7 @@ class SchedulerLoop(threading.Thread):
         self._stop_event = threading.Event()
 
     PRUNE_EVERY = 600  # loop turns between prunings of old runs and samples
+    ESTIMATE_EVERY = 5  # loop turns between refreshes of start-time estimates
 
     def run(self) -> None:
         turns = 0
@@ -33,6 +35,8 @@ class SchedulerLoop(threading.Thread):
                 self.tick_all()
                 if turns % self.PRUNE_EVERY == 0:
                     prune_history()
+                if turns % self.ESTIMATE_EVERY == 0:
+                    self.refresh_estimates()
                 turns += 1
                 self._stop_event.wait(self.period)
         finally:
@@ -45,6 +49,12 @@ class SchedulerLoop(threading.Thread):
                 run_tick(queue_id)
             except Exception:  # a failing tick must not stop the loop; it is logged and retried
                 log.exception("tick of queue %s failed", queue_id)
+
+    def refresh_estimates(self) -> None:
+        try:
+            estimates.refresh_all_estimates()
+        except Exception:  # estimates are a hint; the loop goes on without them
+            log.exception("start-time estimates failed")
 
     def stop(self, timeout: float = 10.0) -> None:
         self._stop_event.set()

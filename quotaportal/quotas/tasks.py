@@ -9,6 +9,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from quotaportal.quotas.models import JobQueue, SchedulerRun, State, UtilizationSample
+from quotaportal.quotas.services import estimates
 from quotaportal.quotas.services.tick import run_tick
 from quotaportal.quotas.services.ticks import gate
 
@@ -35,3 +36,9 @@ def prune_history() -> None:
     cutoff = timezone.now() - timedelta(hours=settings.QP_HISTORY_HOURS)
     SchedulerRun.objects.filter(started_at__lt=cutoff).delete()
     UtilizationSample.objects.filter(time__lt=cutoff).delete()
+
+
+@shared_task(ignore_result=True)
+def refresh_all_estimates() -> None:
+    """Beat's task: start-time estimates of every queue with jobs waiting."""
+    estimates.refresh_all_estimates()

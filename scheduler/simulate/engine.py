@@ -58,6 +58,7 @@ class JobOutcome:
     end_s: float | None = None
     runs: int = 0
     preemptions: list[tuple[float, str]] = field(default_factory=list)  # (time, kind)
+    dispatches: list[float] = field(default_factory=list)  # when each run got its capacity
 
     @property
     def wait_s(self) -> float | None:
@@ -397,6 +398,7 @@ class QueueSimulation:
             self.dispatched[job.id] = self.by_share[job.share][job.id] = job
             self._use(job, +1)
             self.attempt[job.id] += 1
+            self.outcomes[job.id].dispatches.append(self.now)
             if self.tick_s:
                 self.unlaunched.add(job.id)
             elif dispatch.preempted and self.config.grace_s > 0:

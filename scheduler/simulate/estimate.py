@@ -46,9 +46,9 @@ def estimate_starts(
 
 
 class Durations:
-    """Expected run time of a job: its own time limit when it has one, else the median of the
-    recent finished jobs of its share and size, else of its share, else of the queue, else
-    DEFAULT_DURATION_S."""
+    """Expected run time of a job: the median of the recent finished jobs of its share and
+    size, else of its share (either no longer than the job's time limit); else its time
+    limit; else the median of the queue's recent jobs; else DEFAULT_DURATION_S."""
 
     def __init__(self, keep: int = 50):
         self.keep = keep
@@ -62,11 +62,14 @@ class Durations:
                 del values[0]
 
     def expected(self, share: str, quantity: int, limit_s: float | None = None) -> float:
+        for key in ((share, quantity), (share,)):
+            if self.recent.get(key):
+                usual = statistics.median(self.recent[key])
+                return min(usual, limit_s) if limit_s else usual
         if limit_s:
             return float(limit_s)
-        for key in ((share, quantity), (share,), ()):
-            if self.recent.get(key):
-                return statistics.median(self.recent[key])
+        if self.recent.get(()):
+            return statistics.median(self.recent[()])
         return DEFAULT_DURATION_S
 
     def remaining(

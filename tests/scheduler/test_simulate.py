@@ -294,7 +294,7 @@ def test_waiting_jobs_are_estimated_to_start_as_the_running_ones_end():
     assert starts == {"w0": 110, "w1": 113, "w2": 118}
 
 
-def test_expected_durations_prefer_the_time_limit_then_jobs_of_the_same_size():
+def test_expected_durations_come_from_jobs_of_the_same_share_and_size_within_the_limit():
     durations = Durations()
     assert durations.expected("a", 1) == DEFAULT_DURATION_S
     for seconds in (10, 20, 30):
@@ -305,7 +305,9 @@ def test_expected_durations_prefer_the_time_limit_then_jobs_of_the_same_size():
     assert durations.expected("a", 4) == 100
     assert durations.expected("a", 2) == 25  # the share's median
     assert durations.expected("c", 1) == 20  # the queue's median of 10, 20, 30, 100, 7
-    assert durations.expected("a", 1, limit_s=600) == 600
+    assert durations.expected("a", 1, limit_s=600) == 20
+    assert durations.expected("a", 1, limit_s=15) == 15  # the job is stopped at its limit
+    assert durations.expected("c", 1, limit_s=600) == 600  # its share has no history
     assert durations.remaining("a", 1, elapsed_s=50) == 1  # over its usual time: ends soon
 
 

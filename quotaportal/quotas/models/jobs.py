@@ -81,6 +81,9 @@ class Job(models.Model):
     preempted_count = models.PositiveIntegerField(default=0)
     recent_preemptions = models.JSONField(default=list, blank=True)
     is_terminated = models.BooleanField(default=False)
+    # When a forward simulation of the queue expects this RUNNABLE job to start (services.
+    # estimates); None until one has run, or when it does not start within the horizon.
+    estimated_start_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         indexes = [

@@ -12,6 +12,7 @@ from quotaportal.quotas import selectors, services
 from quotaportal.quotas.errors import Conflict, Forbidden, InvalidInput
 from quotaportal.quotas.models import Job, JobQueue, JobStatus, QuotaShare
 from quotaportal.quotas.permissions import can_change_job, can_read_output
+from quotaportal.quotas.services import estimates
 from quotaportal.web.events import describe
 from quotaportal.web.forms import JobSubmitForm, PriorityForm, TerminateForm, show_service_errors
 from quotaportal.web.views.common import forbid_on, paginate, query_without_page
@@ -72,6 +73,7 @@ def job_list(request):
             "queues": JobQueue.objects.order_by("name").values_list("name", flat=True),
             "shares": QuotaShare.objects.order_by("name").values_list("name", flat=True).distinct(),
             "statuses": JobStatus.values,
+            "estimate_assumes": estimates.ASSUMPTION,
         },
     )
 
@@ -106,6 +108,7 @@ def _detail_context(request, job: Job, form: PriorityForm | None = None) -> dict
     return {
         "job": job,
         "reason_text": PLAIN_REASONS.get(job.pending_reason, ""),
+        "estimate_assumes": estimates.ASSUMPTION,
         "events": describe(job.events.select_related("actor", "share").order_by("time", "id")),
         "attempts": job.attempts.select_related("host").prefetch_related("placements__host"),
         "can_read_output": can_read_output(request.user, job),

@@ -1,0 +1,117 @@
+"""Estimated start times of RUNNABLE jobs: a forward simulation of the queue from now.
+
+Running jobs end after their expected remaining time and waiting jobs run for their expected
+duration (scheduler.simulate.estimate.Durations: a SIMULATED job's own duration, else the
+median of recent jobs of the same share and size capped by the job's time limit, ...). The
+result is stored on each RUNNABLE job; the beat (or the embedded loop) refreshes it every
+QP_ESTIMATE_SECONDS. The cost per queue is bounded: at most QP_ESTIMATE_MAX_WAITING waiting
+jobs, in the order the queue serves them, and a bounded number of simulated events.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+
+from django.conf import settings
+from django.utils import timezone
+
+from quotaportal.quotas import bridge
+from quotaportal.quotas.models import ACTIVE, Job, JobQueue, JobStatus, State
+from scheduler.simulate import QueueConfig, Running, WorkJob
+from scheduler.simulate.estimate import ASSUMPTION, Durations, estimate_starts
+
+log = logging.getLogger(__name__)
+
+HISTORY = 500  # finished jobs per queue the expected durations are taken from
+
+__all__ = ["ASSUMPTION", "refresh_all_estimates", "refresh_estimates"]
+
+
+def refresh_all_estimates(now: datetime | None = None) -> int:
+    """Refresh every enabled queue that has jobs waiting; the number of jobs estimated."""
+    estimated = 0
+    queue_ids = (
+        JobQueue.objects.filter(state=State.ENABLED, jobs__status=JobStatus.RUNNABLE)
+        .values_list("id", flat=True)
+        .distinct()
+    )
+    for queue_id in list(queue_ids):
+        try:
+            estimated += refresh_estimates(JobQueue.objects.get(pk=queue_id), now)
+        except JobQueue.DoesNotExist:
+            continue
+        except Exception:  # one queue's failure must not stop the others' estimates
+            log.exception("start-time estimates of queue %s failed", queue_id)
+    return estimated
+
+
+def refresh_estimates(queue: JobQueue, now: datetime | None = None) -> int:
+    """Simulate the queue forward and store each RUNNABLE job's estimated start."""
+    now = now or timezone.now()
+    snapshot = bridge.load_snapshot(queue).snapshot
+    details = _job_details(queue)
+    durations = _recent_durations(queue)
+    running, waiting = [], []
+    for job in snapshot.jobs:
+        limit_s, simulated_s, started_at = details.get(job.id, (None, None, None))
+        expected = simulated_s or durations.expected(job.share, job.quantity, limit_s)
+        work = WorkJob(
+            job.id, job.share, job.unit, job.quantity, job.priority, job.created_at, expected
+        )
+        if job.dispatched_at is None:
+            waiting.append(work)
+            continue
+        began = (started_at or now).timestamp()
+        running.append(
+            Running(work, job.dispatched_at, max(1.0, expected - (now.timestamp() - began)))
+        )
+    waiting.sort(key=lambda w: (-w.priority, w.submit_s, w.id))
+    considered = waiting[: settings.QP_ESTIMATE_MAX_WAITING]
+    config = QueueConfig(queue.name, snapshot.capacity, snapshot.shares, snapshot.ordering)
+    starts = estimate_starts(config, running, considered, now.timestamp()) if considered else {}
+    return _store(queue, starts)
+
+
+def _job_details(queue: JobQueue) -> dict[str, tuple]:
+    rows = Job.objects.filter(job_queue=queue, status__in=ACTIVE).values_list(
+        "id", "attempt_duration_seconds", "simulated_duration_seconds", "started_at"
+    )
+    return {str(pk): (limit, simulated, started) for pk, limit, simulated, started in rows}
+
+
+def _recent_durations(queue: JobQueue) -> Durations:
+    """Run times (RUNNING to end) of the queue's latest successful jobs."""
+    durations = Durations()
+    rows = (
+        Job.objects.filter(
+            job_queue=queue,
+            status=JobStatus.SUCCEEDED,
+            started_at__isnull=False,
+            stopped_at__isnull=False,
+        )
+        .order_by("-stopped_at")
+        .values_list("share_name", "quantity", "started_at", "stopped_at")[:HISTORY]
+    )
+    for share, quantity, started, stopped in reversed(rows):
+        durations.add(share, quantity, max(0.0, (stopped - started).total_seconds()))
+    return durations
+
+
+def _store(queue: JobQueue, starts: dict[str, float | None]) -> int:
+    """Write the estimates that changed (and clear those of jobs no longer considered)."""
+    current = dict(
+        Job.objects.filter(job_queue=queue, status=JobStatus.RUNNABLE).values_list(
+            "id", "estimated_start_at"
+        )
+    )
+    changed = []
+    for pk, stored in current.items():
+        at = starts.get(str(pk))
+        value = None if at is None else datetime.fromtimestamp(round(at), UTC)
+        if value != stored:
+            changed.append(Job(pk=pk, estimated_start_at=value))
+    # A job dispatched since the read keeps a stale value, which nothing shows: every view
+    # and the API show an estimate only while the job is RUNNABLE.
+    Job.objects.bulk_update(changed, ["estimated_start_at"], batch_size=500)
+    return sum(1 for at in starts.values() if at is not None)

@@ -1,0 +1,310 @@
+"""Workloads from and into the database: a queue's history as a simulator workload, its
+configuration as the simulator sees it, and a replay of a workload through the services.
+
+Reads live here; every write of a replay goes through `services` (submit, tick, setup).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from django.utils import timezone
+
+from quotaportal.quotas import bridge, services
+from quotaportal.quotas.models import (
+    ACTIVE,
+    CapacityUnit,
+    Event,
+    EventKind,
+    Job,
+    JobQueue,
+    Team,
+)
+from scheduler.simulate import QueueConfig, QueueWorkload, WorkJob, Workload, capacity_bound_s
+
+POLL_S = 0.25
+DURATION = re.compile(r"^\s*(\d+)\s*([smhd])\s*$")
+UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(text: str) -> timedelta:
+    """'7d', '12h', '30m' or '90s' as a timedelta; ValueError says what is accepted."""
+    match = DURATION.match(text or "")
+    if not match or int(match[1]) == 0:
+        raise ValueError(
+            f"{text!r} is not a duration: write a whole number and s, m, h or d, e.g. 7d"
+        )
+    return timedelta(seconds=int(match[1]) * UNITS[match[2]])
+
+
+def queue_config(queue: JobQueue) -> QueueConfig:
+    """The queue as the scheduler sees it now: capacity, shares and ordering."""
+    snapshot = bridge.load_snapshot(queue).snapshot
+    return QueueConfig(queue.name, dict(snapshot.capacity), snapshot.shares, snapshot.ordering)
+
+
+def queue_history(queue: JobQueue, since: timedelta, now: datetime | None = None) -> Workload:
+    """The jobs submitted to the queue in the last `since`, as a workload on today's
+    configuration. A job runs as long as its last attempt did (a running one: so far; one
+    that never ran: its simulated duration, else it is left out)."""
+    now = now or timezone.now()
+    start = now - since
+    jobs = list(
+        Job.objects.filter(job_queue=queue, created_at__gte=start, quota_share__isnull=False)
+        .select_related("capacity_unit")
+        .order_by("created_at", "id")
+    )
+    changes = _priority_changes([job.pk for job in jobs])
+    first = jobs[0].created_at if jobs else start
+    work, left_out, still_running = [], 0, 0
+    for job in jobs:
+        duration = _run_time(job, now)
+        if duration is None:
+            left_out += 1
+            continue
+        if job.started_at is not None and job.stopped_at is None:
+            still_running += 1
+        history = changes.get(job.pk, [])
+        priority = history[0][1] if history else job.scheduling_priority
+        work.append(
+            WorkJob(
+                str(job.pk),
+                job.share_name,
+                job.capacity_unit.name,
+                job.quantity,
+                priority,
+                (job.created_at - first).total_seconds(),
+                float(duration),
+                tuple(((at - first).total_seconds(), to) for at, _, to in history),
+            )
+        )
+    notes = (
+        f"queue {queue.name}: {len(work):,} jobs submitted since {start:%Y-%m-%d %H:%M} UTC, "
+        f"on today's configuration",
+        f"durations from each job's last run; {still_running:,} still running (duration so far), "
+        f"{left_out:,} never ran and were left out",
+    )
+    return Workload(
+        f"{queue.name}-history", (QueueWorkload(queue_config(queue), tuple(work)),), notes
+    )
+
+
+def _run_time(job: Job, now: datetime) -> float | None:
+    """Seconds the job's last run took (so far, while it runs): from RUNNING to its end."""
+    if job.started_at is not None:
+        return max(0.0, ((job.stopped_at or now) - job.started_at).total_seconds())
+    return job.simulated_duration_seconds
+
+
+def _priority_changes(job_ids: list) -> dict:
+    """Job id -> [(time, from, to)] of its priority changes, oldest first."""
+    result = defaultdict(list)
+    for job_id, at, detail in (
+        Event.objects.filter(job_id__in=job_ids, kind=EventKind.PRIORITY_CHANGED)
+        .order_by("time", "id")
+        .values_list("job_id", "time", "detail")
+    ):
+        result[job_id].append((at, detail.get("from"), detail.get("to")))
+    return result
+
+
+# -- replaying a workload through the services -----------------------------------------------
+
+
+class RealClock:
+    poll_s = POLL_S
+
+    def __init__(self, speed: float = 1.0):
+        self.speed = speed
+        self.began = time.monotonic()
+        self.origin = timezone.now()
+
+    def elapsed(self) -> float:
+        return (time.monotonic() - self.began) * self.speed
+
+    def sleep_until(self, at: float) -> None:
+        delay = (at - self.elapsed()) / self.speed
+        if delay > 0:
+            time.sleep(delay)
+
+    def at(self, offset: float) -> datetime | None:
+        return None  # the services read the real time
+
+
+class VirtualClock:
+    """Time that moves only when the replay says so: tests replay hours in milliseconds."""
+
+    poll_s = float("inf")
+
+    def __init__(self, origin: datetime | None = None):
+        self.origin = origin or datetime(2026, 1, 1, tzinfo=UTC)
+        self.now = 0.0
+
+    def elapsed(self) -> float:
+        return self.now
+
+    def sleep_until(self, at: float) -> None:
+        self.now = max(self.now, at)
+
+    def at(self, offset: float) -> datetime:
+        return self.origin + timedelta(seconds=offset)
+
+
+@dataclass
+class ReplayResult:
+    queues: dict[str, JobQueue]
+    job_ids: dict[str, str]  # workload job id -> database job id
+    wall_s: float = 0.0
+    capacity_bound_s: float = 0.0
+    ticks: int = 0
+    unfinished: int = 0
+    dispatch_ticks: dict[str, float] = field(default_factory=dict)
+
+
+def setup_queues(workload: Workload, prefix: str, team: Team | None = None) -> dict[str, JobQueue]:
+    """A SIMULATED environment and job queue per workload queue, with its shares."""
+    queues = {}
+    for queue_workload in workload.queues:
+        config = queue_workload.config
+        name = prefix if len(workload.queues) == 1 else f"{prefix}-{config.name}"
+        units = set(config.capacity) | {u for s in config.shares for u in s.limits}
+        known = set(CapacityUnit.objects.filter(name__in=units).values_list("name", flat=True))
+        for unit in sorted(units - known):
+            services.create_capacity_unit(None, name=unit)
+        env = services.create_service_environment(
+            None, name=name, backend="SIMULATED", capacity_limits=dict(config.capacity)
+        )
+        policy = services.create_scheduling_policy(None, name=name)
+        queue = services.create_job_queue(
+            None,
+            name=name,
+            scheduling_policy=policy,
+            service_environment=env,
+            ordering=config.ordering.value,
+        )
+        owner = team or services.create_team(None, name=name)
+        for share in config.shares:
+            services.create_share(
+                None,
+                job_queue=queue,
+                name=share.name,
+                team=owner,
+                capacity_limits=dict(share.limits),
+                sharing_strategy=share.strategy.value,
+                borrow_limit=share.borrow_limit if share.strategy == "LEND_AND_BORROW" else None,
+                in_share_preemption=share.in_share_preemption,
+                state="ENABLED" if share.enabled else "DISABLED",
+            )
+        queues[config.name] = queue
+    return queues
+
+
+def replay(
+    workload: Workload,
+    queues: dict[str, JobQueue],
+    *,
+    clock=None,
+    tick_s: float | None = None,
+    tick: Callable[[JobQueue, datetime | None], None] | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    timeout_s: float = 3600.0,
+) -> ReplayResult:
+    """Submit every job at its submit time (a SIMULATED job runs its duration) and wait
+    until all have ended. With `tick_s` the replay ticks each queue on that period itself,
+    starting with the first submit (the same grid as `simulate(tick_s=...)`); without it
+    the running system's ticks do (beat and immediate ticks)."""
+    clock = clock or RealClock()
+    if isinstance(clock, VirtualClock) and not tick_s:
+        raise ValueError("a replay on a virtual clock needs tick_s: nothing else moves time")
+    tick = tick or (lambda queue, now: services.run_tick(queue.id, now=now))
+    # (time, 0 for a submit or 1 for a priority change, queue, job id, job, new priority)
+    pending = sorted(
+        [
+            (job.submit_s, 0, q.config.name, job.id, job, None)
+            for q in workload.queues
+            for job in q.jobs
+        ]
+        + [
+            (max(at, job.submit_s), 1, q.config.name, job.id, job, priority)
+            for q in workload.queues
+            for job in q.jobs
+            for at, priority in job.priority_changes
+        ],
+        key=lambda e: e[:4],
+    )
+    total = workload.job_count
+    first = pending[0][0] if pending else 0.0
+    bound = max((capacity_bound_s(q) for q in workload.queues), default=0.0)
+    result = ReplayResult(queues, {}, capacity_bound_s=bound)
+    began = clock.elapsed()
+    next_tick = first if tick_s else None
+    while True:
+        now = first + clock.elapsed() - began  # on the workload's clock
+        while pending and pending[0][0] <= now:
+            at, kind, name, _, job, priority = pending.pop(0)
+            if kind == 0:
+                _submit(result, queues[name], job, clock.at(at))
+            else:
+                _raise(result, job, priority)
+        if next_tick is not None and next_tick <= now:
+            for queue in queues.values():
+                tick(queue, clock.at(next_tick))
+            result.ticks += 1
+            next_tick += tick_s
+        unfinished = _unfinished(result)
+        if progress:
+            progress(len(result.job_ids) - unfinished, total)
+        if not pending and not unfinished:
+            break
+        if clock.elapsed() - began > timeout_s:
+            result.unfinished = unfinished
+            break
+        due = [t for t in (pending[0][0] if pending else None, next_tick) if t is not None]
+        # Without ticks of its own the replay only watches the system: look every POLL_S.
+        wake = min(due) if due else now + POLL_S
+        clock.sleep_until(began + min(wake, now + clock.poll_s) - first)
+    result.wall_s = clock.elapsed() - began
+    return result
+
+
+def _submit(result: ReplayResult, queue: JobQueue, job: WorkJob, now: datetime | None) -> None:
+    created = services.submit_job(
+        None,
+        job_queue=queue,
+        quota_share=job.share,
+        capacity_unit=job.unit,
+        name=job.id[:128],
+        quantity=job.quantity,
+        scheduling_priority=job.priority,
+        simulated_duration_seconds=job.duration_s,
+        now=now,
+    )
+    result.job_ids[job.id] = str(created.id)
+
+
+def _raise(result: ReplayResult, job: WorkJob, priority: int) -> None:
+    """A priority change of the workload (a no-op on a job that has ended)."""
+    target = Job.objects.get(pk=result.job_ids[job.id])
+    if target.status in ACTIVE:
+        services.set_priority(None, target, priority)
+
+
+def _unfinished(result: ReplayResult) -> int:
+    return Job.objects.filter(pk__in=list(result.job_ids.values()), status__in=ACTIVE).count()
+
+
+__all__ = [
+    "RealClock",
+    "ReplayResult",
+    "VirtualClock",
+    "parse_duration",
+    "queue_config",
+    "queue_history",
+    "replay",
+    "setup_queues",
+]
