@@ -158,6 +158,10 @@ QP_HISTORY_HOURS = envint("QP_HISTORY_HOURS", 24)
 # simulation of at most QP_ESTIMATE_MAX_WAITING waiting jobs (the rest get none).
 QP_ESTIMATE_SECONDS = envint("QP_ESTIMATE_SECONDS", 10)
 QP_ESTIMATE_MAX_WAITING = envint("QP_ESTIMATE_MAX_WAITING", 5000)
+# What-if replays run in a Celery task; with this set they run in the web process instead.
+QP_WHATIF_IN_PROCESS = os.environ.get("QP_WHATIF_IN_PROCESS", "") == "1"
+# The Alibaba openb trace a what-if may replay (its folder or the folder above it).
+QP_TRACE_DIR = os.environ.get("QP_TRACE_DIR", str(BASE_DIR.parent / "shared" / "traces"))
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

@@ -9,7 +9,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from quotaportal.quotas.models import JobQueue, SchedulerRun, State, UtilizationSample
-from quotaportal.quotas.services import estimates
+from quotaportal.quotas.services import estimates, whatif
 from quotaportal.quotas.services.tick import run_tick
 from quotaportal.quotas.services.ticks import gate
 
@@ -42,3 +42,9 @@ def prune_history() -> None:
 def refresh_all_estimates() -> None:
     """Beat's task: start-time estimates of every queue with jobs waiting."""
     estimates.refresh_all_estimates()
+
+
+@shared_task(ignore_result=True)
+def run_what_if_task(what_if_id: str) -> None:
+    """A what-if's two replays; progress goes to its row as they run."""
+    whatif.run_what_if(what_if_id)

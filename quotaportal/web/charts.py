@@ -59,36 +59,73 @@ def usage_chart(samples, capacity: dict[str, int], now: datetime, span=timedelta
     """Stacked step areas from samples ({share: {unit: n}}), each held until the next."""
     start = now - span
     shares = sorted({name for s in samples for name in s.used})
-    totals = [sum(sum(u.values()) for u in s.used.values()) for s in samples]
-    top = max([sum(capacity.values()), 1, *totals])
+    values = {share: [sum(s.used.get(share, {}).values()) for s in samples] for share in shares}
+    fractions = [min(1.0, max(0.0, (t - start) / span)) for t in [s.time for s in samples] + [now]]
+    x_ticks = [
+        (1 - m * 60 / span.total_seconds(), "now" if m == 0 else f"−{m} min")
+        for m in range(int(span.total_seconds() // 60), -1, -10)
+    ]
+    return stacked_chart(fractions, values, sum(capacity.values()), x_ticks)
 
-    def x(t: datetime) -> float:
-        return LEFT + (WIDTH - LEFT - RIGHT) * min(1.0, max(0.0, (t - start) / span))
+
+def replay_chart(series: list[dict], capacity_total: int, span_s: float) -> Chart:
+    """A what-if replay's use per share over simulated time ({t, shares: {share: parts}})."""
+    span_s = max(span_s, 1e-9)
+    shares = sorted({name for point in series for name in point["shares"]})
+    values = {
+        share: [
+            point["shares"].get(share, {}).get("own", 0)
+            + point["shares"].get(share, {}).get("borrowed", 0)
+            for point in series
+        ]
+        for share in shares
+    }
+    fractions = [min(1.0, p["t"] / span_s) for p in series] + [1.0]
+    x_ticks = [(i / 4, _duration_label(span_s * i / 4)) for i in range(5)]
+    return stacked_chart(fractions, values, capacity_total, x_ticks)
+
+
+def _duration_label(seconds: float) -> str:
+    if seconds >= 7200:
+        return f"{seconds / 3600:.0f} h"
+    if seconds >= 120:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds:.0f} s"
+
+
+def stacked_chart(
+    fractions: list[float],
+    values: dict[str, list[int]],
+    capacity_total: int,
+    x_ticks: list[tuple[float, str]],
+) -> Chart:
+    """Stacked step areas: `fractions` are the x positions (0..1) of each sample's start and,
+    last, of the end of the chart; values[share][j] holds from sample j to sample j + 1."""
+    count = len(fractions) - 1
+    totals = [sum(v[j] for v in values.values()) for j in range(count)]
+    top = max([capacity_total, 1, *totals])
+
+    def x(fraction: float) -> float:
+        return LEFT + (WIDTH - LEFT - RIGHT) * fraction
 
     def y(n: float) -> float:
         return HEIGHT - BOTTOM - (HEIGHT - BOTTOM - TOP) * n / top
 
-    times = [s.time for s in samples] + [now]
-    below = [0] * len(samples)
+    below = [0] * count
     areas = []
-    for index, share in enumerate(shares):
-        values = [sum(s.used.get(share, {}).values()) for s in samples]
-        upper = [b + v for b, v in zip(below, values, strict=True)]
+    for index, (share, series) in enumerate(values.items()):
+        upper = [b + v for b, v in zip(below, series, strict=True)]
         edge_up, edge_down = [], []
-        for j in range(len(samples)):
-            x0, x1 = x(times[j]), x(times[j + 1])
+        for j in range(count):
+            x0, x1 = x(fractions[j]), x(fractions[j + 1])
             edge_up += [(x0, y(upper[j])), (x1, y(upper[j]))]
             edge_down += [(x0, y(below[j])), (x1, y(below[j]))]
         polygon = edge_up + edge_down[::-1]
         points = " ".join(f"{px:.1f},{py:.1f}" for px, py in polygon)
         areas.append(
-            Area(share, COLOURS[index % len(COLOURS)], points, values[-1] if values else 0)
+            Area(share, COLOURS[index % len(COLOURS)], points, series[-1] if series else 0)
         )
         below = upper
     step = _step(top)
     y_ticks = [Tick(y(n), str(n)) for n in range(0, top + 1, step)]
-    x_ticks = [
-        Tick(x(now - timedelta(minutes=m)), "now" if m == 0 else f"−{m} min")
-        for m in range(int(span.total_seconds() // 60), -1, -10)
-    ]
-    return Chart(areas, top, y_ticks, x_ticks)
+    return Chart(areas, top, y_ticks, [Tick(x(f), label) for f, label in x_ticks])

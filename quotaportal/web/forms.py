@@ -193,3 +193,208 @@ class ShareForm(forms.Form):
             initial[f"limit_unit_{row}"] = limit.capacity_unit.name
             initial[f"limit_max_{row}"] = limit.max_capacity
         return initial
+
+
+UNIT_COUNTS = re.compile(r"^\s*([^=,\s]+)\s*=\s*(\d+)\s*$")
+
+
+def parse_unit_counts(text: str) -> dict[str, int]:
+    """'a100=2, h100=1' as {"a100": 2, "h100": 1}, or a ValidationError saying how to write it."""
+    counts: dict[str, int] = {}
+    for part in (text or "").split(","):
+        if not part.strip():
+            continue
+        match = UNIT_COUNTS.match(part)
+        if not match:
+            raise forms.ValidationError(
+                f"{part.strip()!r}: write unit=count pairs separated by commas, e.g. a100=2"
+            )
+        if match[1] in counts:
+            raise forms.ValidationError(f"{match[1]} appears twice")
+        counts[match[1]] = int(match[2])
+    return counts
+
+
+def unit_counts_text(counts: dict[str, int]) -> str:
+    return ", ".join(f"{unit}={count}" for unit, count in sorted(counts.items()))
+
+
+class WhatIfForm(forms.Form):
+    """A draft of a queue's shares and capacity, and the workload to replay against it.
+
+    Per existing share i: s{i}_limits, _strategy, _borrow_limit, _in_share, _state, _remove;
+    one optional new share: new_name, new_team, new_limits, new_strategy, ...
+    """
+
+    capacity = forms.CharField(
+        label="Environment capacity",
+        help_text="unit=count pairs, e.g. a100=8, h100=2",
+        max_length=500,
+    )
+    source = forms.ChoiceField(label="Replay", widget=forms.RadioSelect)
+    since_hours = forms.IntegerField(
+        label="History to replay (hours)",
+        min_value=1,
+        max_value=720,
+        initial=168,
+        help_text="with the queue's recent jobs: how far back",
+    )
+
+    def __init__(self, *args, draft: dict, trace: bool, **kwargs):
+        super().__init__(*args, **kwargs)
+        from quotaportal.quotas.models import WhatIfSource
+
+        self.shares = [s["name"] for s in draft["shares"]]
+        self.fields["source"].choices = [
+            (value, label)
+            for value, label in WhatIfSource.choices
+            if trace or value != WhatIfSource.TRACE
+        ]
+        self.fields["source"].initial = WhatIfSource.HISTORY
+        self.fields["capacity"].initial = unit_counts_text(draft["capacity"])
+        for index, share in enumerate(draft["shares"]):
+            self._share_fields(f"s{index}", share["name"], share)
+            self.fields[f"s{index}_remove"] = forms.BooleanField(
+                required=False,
+                label="remove",
+                widget=forms.CheckboxInput(attrs={"aria-label": f"Remove {share['name']}"}),
+            )
+        self.fields["new_name"] = forms.CharField(
+            required=False,
+            max_length=128,
+            label="New share",
+            widget=forms.TextInput(attrs={"aria-label": "New share name", "placeholder": "name"}),
+        )
+        self.fields["new_team"] = forms.ModelChoiceField(
+            label="Team",
+            queryset=Team.objects.order_by("name"),
+            to_field_name="name",
+            required=False,
+            widget=forms.Select(attrs={"aria-label": "New share team"}),
+        )
+        self._share_fields("new", "the new share", None)
+        for name in ("new_limits", "new_strategy", "new_state"):
+            self.fields[name].required = False
+
+    def _share_fields(self, prefix: str, label: str, share: dict | None) -> None:
+        share = share or {}
+        self.fields[f"{prefix}_limits"] = forms.CharField(
+            label="Limits",
+            max_length=500,
+            initial=unit_counts_text(share.get("limits", {})),
+            widget=forms.TextInput(attrs={"aria-label": f"Limits of {label}"}),
+        )
+        self.fields[f"{prefix}_strategy"] = forms.ChoiceField(
+            label="Strategy",
+            choices=[(v, v) for v in Strategy.values],
+            initial=share.get("strategy"),
+            widget=forms.Select(attrs={"aria-label": f"Strategy of {label}"}),
+        )
+        borrow = share.get("borrow_limit", -1)
+        self.fields[f"{prefix}_borrow_limit"] = forms.IntegerField(
+            label="Borrow limit (%)",
+            required=False,
+            min_value=-1,
+            max_value=MAX_BORROW_LIMIT,
+            initial=None if borrow == -1 else borrow,
+            widget=forms.NumberInput(attrs={"aria-label": f"Borrow limit of {label} (%)"}),
+        )
+        self.fields[f"{prefix}_in_share"] = forms.BooleanField(
+            label="In-share preemption",
+            required=False,
+            initial=share.get("in_share_preemption", False),
+            widget=forms.CheckboxInput(attrs={"aria-label": f"In-share preemption of {label}"}),
+        )
+        self.fields[f"{prefix}_state"] = forms.ChoiceField(
+            label="State",
+            choices=[(v, v) for v in State.values],
+            initial=share.get("state", State.ENABLED),
+            widget=forms.Select(attrs={"aria-label": f"State of {label}"}),
+        )
+
+    @property
+    def capacity_fields(self):
+        return [self["capacity"]]
+
+    @property
+    def workload_fields(self):
+        return [self["source"], self["since_hours"]]
+
+    def share_rows(self):
+        rows = [(name, f"s{i}") for i, name in enumerate(self.shares)]
+        return [
+            {
+                "name": name,
+                "prefix": prefix,
+                "fields": [
+                    self[f"{prefix}_{part}"]
+                    for part in ("limits", "strategy", "borrow_limit", "in_share", "state")
+                ],
+                "remove": self[f"{prefix}_remove"],
+            }
+            for name, prefix in rows
+        ]
+
+    def new_row(self):
+        return [
+            self[f"new_{part}"]
+            for part in ("name", "team", "limits", "strategy", "borrow_limit", "in_share", "state")
+        ]
+
+    def clean_capacity(self):
+        return parse_unit_counts(self.cleaned_data["capacity"])
+
+    def draft(self) -> dict | None:
+        """The draft the form describes, or None with the errors added."""
+        data = self.cleaned_data
+        shares = []
+        for index, name in enumerate(self.shares):
+            entry = self._share_entry(f"s{index}", name)
+            if entry is not None:
+                entry["remove"] = data.get(f"s{index}_remove", False)
+                shares.append(entry)
+        if data.get("new_name"):
+            entry = self._share_entry("new", data["new_name"].strip())
+            if entry is not None:
+                team = data.get("new_team")
+                if team is None:
+                    self.add_error("new_team", "a new share needs a team")
+                entry["team"] = team.name if team else None
+                entry["remove"] = False
+                shares.append(entry)
+        if self.errors:
+            return None
+        return {"capacity": data["capacity"], "shares": shares}
+
+    def _share_entry(self, prefix: str, name: str) -> dict | None:
+        data = self.cleaned_data
+        try:
+            limits = parse_unit_counts(data.get(f"{prefix}_limits", ""))
+        except forms.ValidationError as err:
+            self.add_error(f"{prefix}_limits", err)
+            return None
+        strategy = data.get(f"{prefix}_strategy") or Strategy.LEND
+        borrow = data.get(f"{prefix}_borrow_limit")
+        return {
+            "name": name,
+            "limits": limits,
+            "strategy": strategy,
+            "borrow_limit": -1
+            if borrow is None or strategy != Strategy.LEND_AND_BORROW
+            else borrow,
+            "in_share_preemption": data.get(f"{prefix}_in_share", False),
+            "state": data.get(f"{prefix}_state") or State.ENABLED,
+        }
+
+    def show_draft_errors(self, errors: dict[str, str]) -> None:
+        """Service errors keyed shares[i].field next to the form's fields."""
+        for key, message in errors.items():
+            match = re.match(r"shares\[(\d+)\]\.(\w+)", key)
+            field = None
+            if match:
+                index, part = int(match[1]), match[2]
+                prefix = f"s{index}" if index < len(self.shares) else "new"
+                field = f"{prefix}_{ {'in_share_preemption': 'in_share'}.get(part, part) }"
+            elif key in self.fields:
+                field = key
+            self.add_error(field if field in self.fields else None, in_plain_words(message))

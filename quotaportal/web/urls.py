@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from quotaportal.web.views import account, dashboard, jobs, pages, shares
+from quotaportal.web.views import account, dashboard, jobs, pages, shares, whatif
 
 urlpatterns = [
     path("", dashboard.dashboard, name="dashboard"),
@@ -28,4 +28,9 @@ urlpatterns = [
     path("audit/", pages.audit_log, name="audit-log"),
     path("account/aws-keys/", account.aws_keys, name="aws-keys"),
     path("account/aws-keys/<int:pk>/revoke/", account.aws_key_revoke, name="aws-key-revoke"),
+    path("what-if/", whatif.what_if_index, name="what-if"),
+    path("what-if/queues/<int:queue_id>/", whatif.what_if_draft, name="what-if-draft"),
+    path("what-if/<uuid:pk>/", whatif.what_if_run, name="what-if-run"),
+    path("what-if/<uuid:pk>/apply/", whatif.what_if_apply, name="what-if-apply"),
+    path("what-if/<uuid:pk>/discard/", whatif.what_if_discard, name="what-if-discard"),
 ]

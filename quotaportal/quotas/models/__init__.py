@@ -27,6 +27,7 @@ from quotaportal.quotas.models.resources import (
     Strategy,
     Team,
 )
+from quotaportal.quotas.models.whatif import WhatIf, WhatIfSource, WhatIfStatus
 
 __all__ = [
     "ACTIVE",
@@ -53,4 +54,7 @@ __all__ = [
     "Strategy",
     "Team",
     "UtilizationSample",
+    "WhatIf",
+    "WhatIfSource",
+    "WhatIfStatus",
 ]
