@@ -75,7 +75,8 @@ def test_an_admin_replays_a_draft_beside_today_and_applies_it(people, history, c
     assert today["jobs"] == draft["jobs"] == 6
     assert draft["wait_p99_s"] <= today["wait_p99_s"]
     page = client.get(response["Location"]).content.decode()
-    assert 'data-testid="chart-today"' in page and 'data-testid="chart-draft"' in page
+    assert 'data-testid="chart-today"' in page
+    assert 'data-testid="chart-draft"' in page
     assert "Apply the draft" in page
 
     assert client.post(f"/what-if/{run.pk}/apply/").status_code == 302
