@@ -81,7 +81,8 @@ def replay_chart(series: list[dict], capacity_total: int, span_s: float) -> Char
         for share in shares
     }
     fractions = [min(1.0, p["t"] / span_s) for p in series] + [1.0]
-    x_ticks = [(i / 4, _duration_label(span_s * i / 4)) for i in range(5)]
+    # No label at the right edge: it would be cut off there.
+    x_ticks = [(i / 4, _duration_label(span_s * i / 4)) for i in range(4)]
     return stacked_chart(fractions, values, capacity_total, x_ticks)
 
 

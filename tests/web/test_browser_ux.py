@@ -78,7 +78,7 @@ def test_a_priority_raise_updates_the_whole_job_page_and_both_sides_name_each_ot
     page.locator("[data-testid=history-chart]").screenshot(path=str(SHOTS / "history-chart.png"))
 
 
-PAGES = ["/", "/jobs/", "/jobs/new/", "/shares/", "/shares/new/", "/hosts/", "/audit/"]
+PAGES = ["/", "/jobs/", "/jobs/new/", "/shares/", "/shares/new/", "/hosts/", "/audit/", "/what-if/"]
 
 
 def test_no_page_is_wider_than_a_phone(browser, live_server, small_fleet, people, scheduler):

@@ -82,6 +82,8 @@ def _sides(run: WhatIf) -> list[dict]:
         (point["t"] for side in ("today", "draft") for point in result[side]["series"]),
         default=0.0,
     )
+    # One scale for both charts, so a glance compares them.
+    top = max(result[side]["capacity_total"] for side in ("today", "draft"))
     sides = []
     for key, title in (("today", "Today's settings"), ("draft", "The draft")):
         summary = result[key]
@@ -90,7 +92,7 @@ def _sides(run: WhatIf) -> list[dict]:
                 "key": key,
                 "title": title,
                 "summary": summary,
-                "chart": replay_chart(summary["series"], summary["capacity_total"], span),
+                "chart": replay_chart(summary["series"], top, span),
                 "shares": sorted(summary["shares"].items()),
             }
         )
