@@ -215,17 +215,21 @@ def _create(actor, job_queue, share, unit, fields: dict, fingerprint: str, now) 
 MAX_BATCH = 1000
 
 
-def submit_jobs(actor, items: list[dict], now=None) -> list[Job]:
+def submit_jobs(actor, items: list[dict], now=None, lookups: dict | None = None) -> list[Job]:
     """Submit many jobs at once (a sweep): each item is what submit_job takes (job_queue,
     quota_share, capacity_unit, name and the options). Every item is checked first; if any
     fails, nothing is created and InvalidInput names each failing item (`jobs[3].quantity`).
     Otherwise all are created in one transaction. An item whose client_token this submitter
     used before for the same request answers with that job, as submit_job does.
+
+    `lookups` keeps the queue's shares, units and limits between batches: only for a caller
+    that owns the queues meanwhile (a replay), since a share edited in between would be missed.
     """
     if not 1 <= len(items) <= MAX_BATCH:
         raise InvalidInput({"jobs": f"give 1 to {MAX_BATCH} jobs, got {len(items)}"})
     now = now or timezone.now()
-    errors, prepared, cache = {}, [], {}
+    errors, prepared = {}, []
+    cache = {} if lookups is None else lookups
     for index, item in enumerate(items):
         try:
             prepared.append(_prepare(actor, item, cache))

@@ -13,8 +13,8 @@ from django.db.models import F
 from django.utils import timezone
 
 from quotaportal.quotas import wakeups
-from quotaportal.quotas.models import DISPATCHED, EventKind, Job, JobStatus
-from quotaportal.quotas.services.audit import record
+from quotaportal.quotas.models import DISPATCHED, Event, EventKind, Job, JobAttempt, JobStatus
+from quotaportal.quotas.services.audit import event_row, record
 from quotaportal.quotas.services.retries import should_retry
 from quotaportal.quotas.services.ticks import queue_changed
 
@@ -84,14 +84,59 @@ def progress_simulated(queue_id: int, now) -> None:
         status__in=(JobStatus.SCHEDULED, JobStatus.STARTING),
         scheduled_at__lt=now,
     ).update(status=JobStatus.RUNNING, started_at=now)
-    due = Job.objects.filter(
-        job_queue_id=queue_id, status=JobStatus.RUNNING, simulated_duration_seconds__isnull=False
-    ).only("id", "started_at", "simulated_duration_seconds", "job_queue_id")
-    for job in due:
-        if job.started_at + timedelta(seconds=job.simulated_duration_seconds) <= now:
-            end_attempt(
-                job, succeeded=True, status_reason="Simulated run completed", exit_code=0, now=now
+    due = [
+        pk
+        for pk, started, seconds in Job.objects.filter(
+            job_queue_id=queue_id,
+            status=JobStatus.RUNNING,
+            simulated_duration_seconds__isnull=False,
+        ).values_list("id", "started_at", "simulated_duration_seconds")
+        if started + timedelta(seconds=seconds) <= now
+    ]
+    if due:
+        succeed_in_bulk(queue_id, due, SIMULATED_DONE, now)
+
+
+SIMULATED_DONE = "Simulated run completed"
+
+
+def succeed_in_bulk(queue_id: int, job_ids: list, status_reason: str, now) -> int:
+    """end_attempt(succeeded=True) for many jobs of one queue in a handful of statements:
+    a busy simulated queue ends dozens of jobs per tick. The number of jobs ended."""
+    with transaction.atomic():
+        rows = list(
+            Job.objects.select_for_update()
+            .filter(pk__in=job_ids, job_queue_id=queue_id, status__in=DISPATCHED)
+            .values_list("id", "quota_share_id", "attempt_count")
+        )
+        if not rows:
+            return 0
+        ended = [pk for pk, _, _ in rows]
+        JobAttempt.objects.filter(job_id__in=ended, stopped_at__isnull=True).update(
+            stopped_at=now, status_reason=status_reason, exit_code=0
+        )
+        Job.objects.filter(pk__in=ended).update(
+            status=JobStatus.SUCCEEDED,
+            status_reason=status_reason,
+            stopped_at=now,
+            attempt_count=F("attempt_count") + 1,
+        )
+        Event.objects.bulk_create(
+            event_row(
+                EventKind.SUCCEEDED,
+                job_id=pk,
+                queue_id=queue_id,
+                share_id=share_id,
+                when=now,
+                reason=status_reason,
+                exit_code=0,
+                attempt=count + 1,
             )
+            for pk, share_id, count in rows
+        )
+    queue_changed(queue_id)
+    wakeups.announce_queue(queue_id)
+    return len(rows)
 
 
 def enforce_attempt_timeouts(queue_id: int, now) -> None:

@@ -51,7 +51,7 @@ class Command(BaseCommand):
             raise CommandError("--speed and --tick must be positive")
         workload = self._workload(options["workload"])
         queues = self._queues(workload, options)
-        ticker = self._ticker() if options["tick"] else None
+        ticker = self._ticker(options["tick"]) if options["tick"] else None
         started = time.monotonic()
         result = replay(
             workload,
@@ -124,7 +124,7 @@ class Command(BaseCommand):
             raise CommandError(f"queue {queue.name} has no share {', '.join(missing)}")
         return {workload.queues[0].config.name: queue}
 
-    def _ticker(self):
+    def _ticker(self, period: float):
         from django.conf import settings
 
         if settings.CELERY_TASK_ALWAYS_EAGER:
@@ -134,7 +134,8 @@ class Command(BaseCommand):
 
         def through_celery(queue, now):
             close_old_connections()
-            tick_queue.delay(queue.id)
+            # A tick still waiting two periods on is superseded: drop it rather than pile up.
+            tick_queue.apply_async((queue.id,), expires=max(0.5, 2 * period))
 
         return through_celery
 
