@@ -18,7 +18,7 @@ from scheduler.invariants import InvariantViolation
 from scheduler.simulate import simulate
 from scheduler.simulate.estimate import estimate_accuracy
 from scheduler.simulate.loaders import alibaba_openb, fleet, kueue_baseline
-from scheduler.simulate.workload import WorkloadError, apply_config, load_workload
+from scheduler.simulate.workload import WorkloadError, apply_config, load_workload, scaled
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -50,6 +50,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--no-check", action="store_true", help="skip the invariant check of every plan (faster)"
+    )
+    parser.add_argument(
+        "--scale",
+        type=float,
+        metavar="F",
+        help="replay on a cluster F times the size (capacities and share limits scaled)",
     )
     parser.add_argument(
         "--estimates",
@@ -127,6 +133,10 @@ def main(argv: list[str] | None = None, out=None, err=None) -> int:
         workload = _load(args)
         if args.config:
             workload = apply_config(workload, args.config)
+        if args.scale is not None:
+            if not 0 < args.scale <= 1000:
+                raise WorkloadError("--scale must be a number above 0 and at most 1000")
+            workload = scaled(workload, args.scale)
     except WorkloadError as error:
         err.write(f"error: {error}\n")
         return 2

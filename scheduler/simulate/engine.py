@@ -88,6 +88,7 @@ class QueueRun:
     preemptions: dict[str, int]
     ticks_planned: int = 0
     ticks_skipped: int = 0
+    replans: int = 0  # ticks of the touched shares that had to be planned again in full
     instants: int = 0
     wall_s: float = 0.0
     first_submit_s: float = 0.0
@@ -144,8 +145,13 @@ class QueueSimulation:
         self.usage: dict[tuple[str, str], int] = defaultdict(int)
         self.total: dict[str, int] = defaultdict(int)
         self.waiting_on_unit: dict[str, int] = defaultdict(int)
+        # unit -> share -> its waiting jobs on the unit (which shares a touched unit concerns)
+        self.waiting_shares: dict[str, dict[str, int]] = defaultdict(dict)
         self.dirty = False
         self.preempted_last_tick = False
+        # Units whose capacity freed or that gained a leading job since the last tick; None
+        # when something else changed (priorities, capacity) and the next tick plans it all.
+        self.touched: set[str] | None = set()
         self.run = QueueRun(
             config.name,
             self.outcomes,
@@ -268,6 +274,7 @@ class QueueSimulation:
         elif kind == CAPACITY:
             self.capacity.update(data)
             self.dirty = True
+            self.touched = None
 
     def _arrive(self, work: WorkJob) -> None:
         self.work[work.id] = work
@@ -277,6 +284,7 @@ class QueueSimulation:
         if self.shares[work.share].could_ever_hold(job):
             if self._may_lead(job):
                 self.dirty = True
+                self._touch(job.unit)
             self._enqueue(job)
 
     def _may_lead(self, job: Job) -> bool:
@@ -296,12 +304,18 @@ class QueueSimulation:
         bisect.insort(self.classes[class_key], (-job.priority, job.created_at, job.id))
         self.share_classes[job.share].add(class_key)
         self.waiting_on_unit[job.unit] += 1
+        shares = self.waiting_shares[job.unit]
+        shares[job.share] = shares.get(job.share, 0) + 1
 
     def _dequeue(self, job: Job) -> None:
         del self.runnable[job.id]
         keys = self.classes[(job.share, job.unit, job.quantity)]
         del keys[bisect.bisect_left(keys, (-job.priority, job.created_at, job.id))]
         self.waiting_on_unit[job.unit] -= 1
+        shares = self.waiting_shares[job.unit]
+        shares[job.share] -= 1
+        if not shares[job.share]:
+            del shares[job.share]
 
     def _change_priority(self, job_id: str, priority: int) -> None:
         if job_id in self.runnable:
@@ -309,22 +323,28 @@ class QueueSimulation:
             self._dequeue(job)
             self._enqueue(job._replace(priority=priority))
             self.dirty = True
+            self.touched = None
         elif job_id in self.dispatched:
             job = self.dispatched[job_id]._replace(priority=priority)
             self.dispatched[job_id] = self.by_share[job.share][job_id] = job
             self.dirty = True  # it may now be a victim for a waiting job, or no longer one
+            self.touched = None
+
+    def _touch(self, unit: str) -> None:
+        if self.touched is not None:
+            self.touched.add(unit)
 
     # -- ticks ---------------------------------------------------------------------------------
 
     def _tick_if_needed(self) -> None:
         needed = bool((self.dirty or self.preempted_last_tick) and self.runnable)
+        touched, self.touched = self.touched, set()
         if not needed and not (self.verify_skips and self.runnable):
             self.run.ticks_skipped += 1
             self.dirty = self.preempted_last_tick = False
             return
-        snapshot = self._snapshot()
-        plan = plan_tick(snapshot, self.now, explain=False)
         if not needed:
+            plan = plan_tick(self._snapshot(), self.now, explain=False)
             self.run.ticks_skipped += 1
             self.dirty = self.preempted_last_tick = False
             if plan.dispatches:
@@ -333,13 +353,41 @@ class QueueSimulation:
                     f"{list(plan.dispatched_ids)[:5]}"
                 )
             return
+        if self.fast and touched and not self.preempted_last_tick:
+            snapshot, plan = self._plan_touched(touched)
+        else:
+            snapshot = self._snapshot()
+            plan = plan_tick(snapshot, self.now, explain=False)
         if self.check:
             check_plan(snapshot, plan, positions=False, pending=False)
         self.run.ticks_planned += 1
         self.dirty = False
         self._apply_plan(plan)
 
-    def _snapshot(self) -> Snapshot:
+    def _plan_touched(self, touched: set[str]) -> tuple[Snapshot, Plan]:
+        """Plan only the shares with a job waiting on a unit that changed.
+
+        Since the last tick (which preempted nothing) only jobs ended or leading jobs arrived
+        on `touched` units. Every other share's waiting jobs are on units whose ledger did not
+        move, so they are as blocked as they were, and stay so while the plan only starts jobs
+        on touched units without preempting anyone. A plan that does more is made again over
+        every share.
+        """
+        snapshot = self._snapshot(touched)
+        plan = plan_tick(snapshot, self.now, explain=False)
+        units = {job.id: job.unit for job in snapshot.jobs}
+        if plan.preemptions or any(units[d.job_id] not in touched for d in plan.dispatches):
+            self.run.replans += 1
+            snapshot = self._snapshot()
+            return snapshot, plan_tick(snapshot, self.now, explain=False)
+        if self.verify_skips:
+            full = plan_tick(self._snapshot(), self.now, explain=False)
+            if full.dispatches != plan.dispatches:
+                raise SkipWasWrong(f"planning only {sorted(touched)} at {self.now} differs")
+        return snapshot, plan
+
+    def _snapshot(self, units: set[str] | None = None) -> Snapshot:
+        """What the planner sees; with `units`, only the shares with a job waiting on one."""
         if not self.fast:
             jobs = (*self.dispatched.values(), *self.runnable.values())
             return Snapshot(
@@ -347,7 +395,12 @@ class QueueSimulation:
             )
         jobs: list[Job] = []
         runnable = self.runnable
-        for (_, unit, quantity), keys in self.classes.items():
+        if units is None:
+            classes = self.classes
+        else:
+            planned = set().union(*(self.waiting_shares[u].keys() for u in units))
+            classes = {key: self.classes[key] for s in planned for key in self.share_classes[s]}
+        for (_, unit, quantity), keys in classes.items():
             if keys:
                 jobs.extend(
                     runnable[key[2]] for key in keys[: self.capacity.get(unit, 0) // quantity + 1]
@@ -458,6 +511,7 @@ class QueueSimulation:
         self.outcomes[job_id].end_s = self.now
         self.jobs_done += 1
         self.dirty = True
+        self._touch(job.unit)
 
     # -- measuring -----------------------------------------------------------------------------
 

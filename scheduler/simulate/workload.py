@@ -105,6 +105,30 @@ def capacity_bound_s(queue: QueueWorkload) -> float:
     return bound
 
 
+def scaled(workload: Workload, factor: float) -> Workload:
+    """The workload on a cluster `factor` times its size: every capacity and share limit
+    scaled (at least 1 where it was not 0). What if the fleet were half as big?"""
+
+    def scale(counts: Mapping[str, int]) -> dict[str, int]:
+        return {u: max(1, math.floor(n * factor)) if n else 0 for u, n in counts.items()}
+
+    queues = []
+    for queue in workload.queues:
+        config = queue.config
+        shares = tuple(replace(s, limits=scale(s.limits)) for s in config.shares)
+        changes = tuple((at, scale(change)) for at, change in config.capacity_changes)
+        config = replace(
+            config, capacity=scale(config.capacity), shares=shares, capacity_changes=changes
+        )
+        jobs = tuple(
+            replace(j, quantity=min(j.quantity, max(1, config.capacity.get(j.unit, 1))))
+            for j in queue.jobs
+        )
+        queues.append(QueueWorkload(config, jobs))
+    note = f"capacity and share limits scaled to {factor:g}x (jobs capped at a unit's capacity)"
+    return Workload(workload.name, tuple(queues), (*workload.notes, note))
+
+
 # -- reading ---------------------------------------------------------------------------------
 
 
