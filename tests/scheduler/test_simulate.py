@@ -19,7 +19,12 @@ from scheduler.simulate.estimate import (
     estimate_starts,
 )
 from scheduler.simulate.loaders import alibaba_openb, kueue_baseline
-from scheduler.simulate.workload import capacity_bound_s, load_workload, workload_to_json
+from scheduler.simulate.workload import (
+    capacity_bound_s,
+    load_workload,
+    scaled,
+    workload_to_json,
+)
 
 EXAMPLES = int(os.environ.get("QP_PROPERTY_EXAMPLES", "200"))
 TRACE = "/work/shared/traces"
@@ -85,6 +90,22 @@ def test_a_raised_priority_preempts_within_the_share_after_the_grace_period():
     graced = simulate(workload({"gpu": 1}, [share], jobs, grace_s=2))
     assert times(graced, "late") == (5, 15)  # dispatched at 3, its process starts at 5
     assert times(graced, "low") == (0, 25)
+
+
+def test_a_chain_of_preemptions_unwinds_in_priority_order():
+    share = Share("a", {"gpu": 1}, Strategy.LEND, in_share_preemption=True)
+    jobs = [
+        job("j1", "a", 0, 10, priority=1),
+        job("j2", "a", 2, 10, priority=5),  # preempts j1
+        job("j3", "a", 4, 10, priority=9),  # preempts j2
+    ]
+    result = simulate(workload({"gpu": 1}, [share], jobs))
+    assert times(result, "j3") == (4, 14)
+    assert times(result, "j2") == (2, 24)  # ran 2-4, then again 14-24
+    assert times(result, "j1") == (0, 34)  # ran 0-2, then again 24-34
+    assert result.outcome("j1").preemptions == [(2.0, "in_share")]
+    assert result.outcome("j2").preemptions == [(4.0, "in_share")]
+    assert result.outcome("j2").dispatches == [2.0, 14.0]
 
 
 def test_reclaim_takes_the_borrowing_shares_lowest_priority_job_even_if_it_came_first():
@@ -320,3 +341,15 @@ def test_estimates_are_exact_once_every_job_has_arrived_and_durations_are_regula
     accuracy = estimate_accuracy(load.queues[0], probes=8)
     assert accuracy["estimates"] > 0
     assert accuracy["error_p90_s"] == 0
+
+
+def test_a_scaled_workload_has_smaller_capacity_limits_and_jobs_that_still_fit():
+    load = workload(
+        {"gpu": 10},
+        [Share("a", {"gpu": 4}, Strategy.LEND), Share("b", {"gpu": 1}, Strategy.LEND)],
+        [job("big", "a", 0, 5, quantity=8)],
+    )
+    (queue,) = scaled(load, 0.5).queues
+    assert queue.config.capacity == {"gpu": 5}
+    assert {s.name: s.limits["gpu"] for s in queue.config.shares} == {"a": 2, "b": 1}
+    assert queue.jobs[0].quantity == 5

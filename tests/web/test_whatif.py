@@ -173,3 +173,26 @@ def test_a_running_replay_shows_its_progress_and_polls(people, fleet, client):
     page = client.get(f"/what-if/{run.pk}/").content.decode()
     assert 'value="40"' in page
     assert 'hx-trigger="every 1s"' in page
+
+
+def test_the_trace_is_mapped_onto_the_queues_shares_and_sped_up():
+    from scheduler import Share, Strategy
+    from scheduler.simulate import QueueConfig, QueueWorkload, WorkJob, Workload
+
+    config = QueueConfig(
+        "gpu",
+        {"a100": 4},
+        (Share("nlp", {"a100": 2}, Strategy.LEND), Share("vision", {"a100": 2}, Strategy.LEND)),
+    )
+    trace_config = QueueConfig("openb", {"G2": 100}, (Share("be", {"G2": 1}, Strategy.LEND),))
+    pods = (
+        WorkJob("p1", "be", "G2", 8, 0, 1000.0, 500.0),
+        WorkJob("p2", "ls", "G2", 1, 100, 1200.0, 100.0),
+    )
+    trace = Workload("openb", (QueueWorkload(trace_config, pods),))
+    mapped = whatif.trace_onto(config, trace).queues[0].jobs
+    assert [(j.share, j.unit, j.quantity) for j in mapped] == [
+        ("nlp", "a100", 4),
+        ("vision", "a100", 1),
+    ]
+    assert [(j.submit_s, j.duration_s) for j in mapped] == [(0.0, 5.0), (2.0, 1.0)]
