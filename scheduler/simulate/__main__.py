@@ -40,6 +40,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--shares", type=int, default=1000, help="shares of --fleet")
     parser.add_argument("--load", type=float, default=0.8, help="load of --fleet")
     parser.add_argument(
+        "--uniform-demand",
+        action="store_true",
+        help="--fleet: every share submits as often (a stress case) instead of by its quota",
+    )
+    parser.add_argument(
         "--config", metavar="CONFIG", help="a JSON file with queue settings to replay instead"
     )
     parser.add_argument(
@@ -74,7 +79,9 @@ def _load(args) -> object:
     if args.fleet is not None:
         if args.fleet < 1 or args.shares < 1:
             raise WorkloadError("--fleet and --shares must be at least 1")
-        return fleet(args.fleet, args.shares, args.load)
+        if not 0 < args.load <= 10:
+            raise WorkloadError("--load must be above 0 and at most 10")
+        return fleet(args.fleet, args.shares, args.load, uniform_demand=args.uniform_demand)
     return load_workload(args.workload)
 
 

@@ -395,24 +395,72 @@ class QueueSimulation:
             )
         jobs: list[Job] = []
         runnable = self.runnable
+        borrowed = {u for held in self.borrowing.values() for u in held}
         if units is None:
             classes = self.classes
+            victims_needed = True
         else:
             planned = set().union(*(self.waiting_shares[u].keys() for u in units))
+            if self.config.ordering is Ordering.STRICT:
+                # A STRICT share starts nothing unless its head can.
+                planned = {n for n in planned if self._head_may_start(n, units, borrowed)}
             classes = {key: self.classes[key] for s in planned for key in self.share_classes[s]}
+            # Borrowers' jobs matter only as victims of a share below its limit on their unit.
+            victims_needed = any(
+                self.usage.get((name, unit), 0) < limit
+                for name in planned
+                for unit, limit in self.shares[name].limits.items()
+                if unit in borrowed
+            )
         for (_, unit, quantity), keys in classes.items():
             if keys:
                 jobs.extend(
                     runnable[key[2]] for key in keys[: self.capacity.get(unit, 0) // quantity + 1]
                 )
-        return self._with_passive_shares_folded(jobs)
+        return self._with_passive_shares_folded(jobs, victims_needed)
 
-    def _with_passive_shares_folded(self, runnable: list[Job]) -> Snapshot:
-        """The snapshot with every share that has no job waiting and borrows nothing folded
-        into two stand-ins: one holding the reserving shares' limits and use (their idle
-        capacity stays reserved), one holding the others' use. No such share can start a job
-        or lose one, so only their totals matter to the plan."""
-        keep = {job.share for job in runnable} | self.borrowing.keys()
+    def _head_may_start(self, name: str, units: set[str], borrowed: set[str]) -> bool:
+        """Could the share's head start this tick? Only by fitting the free capacity, by
+        reclaiming within its limit from a borrower, or by preempting a lower-priority job of
+        its own; else it is as blocked as at the last tick (a head on an unchanged unit is)."""
+        heads = [keys[0] for key in self.share_classes[name] if (keys := self.classes[key])]
+        if not heads:
+            return False
+        head = self.runnable[min(heads)[2]]
+        unit = head.unit
+        if unit not in units:
+            return False
+        share = self.shares[name]
+        used = self.usage.get((name, unit), 0)
+        # At most what is free less the idle capacity reserving shares hold (summed over
+        # them, which can only overstate what is left: a share above its limit holds none).
+        available = self.capacity.get(unit, 0) - self.total.get(unit, 0)
+        available -= max(0, self.reserve_limits_total[unit] - self.reserve_used_total[unit])
+        if share.reserves_idle:
+            available += max(0, share.limit(unit) - used)
+        ceiling = share.ceiling(unit)
+        fits_ceiling = ceiling is None or used + head.quantity <= ceiling
+        if fits_ceiling and head.quantity <= available:
+            return True
+        if unit in borrowed and used + head.quantity <= share.limit(unit):
+            return True
+        return share.in_share_preemption and any(
+            job.unit == unit and job.priority < head.priority
+            for job in self.by_share[name].values()
+        )
+
+    def _with_passive_shares_folded(self, runnable: list[Job], victims_needed: bool) -> Snapshot:
+        """The snapshot with every share that has no job waiting (and, unless
+        `victims_needed` says a borrower's job may be reclaimed, borrowers too) folded into two
+        stand-ins: one holding the reserving shares' limits and use (their idle capacity stays
+        reserved), one holding the others' use. No such share can start a job or lose one, so
+        only their totals matter to the plan."""
+        keep = {job.share for job in runnable}
+        # A borrower stays itself when it may lose jobs, and a reserving share above its limit
+        # always (summed into the stand-in it would understate the idle capacity reserved).
+        keep |= {
+            name for name in self.borrowing if victims_needed or self.shares[name].reserves_idle
+        }
         jobs = runnable
         shares = []
         reserve_limits = dict(self.reserve_limits_total)
@@ -452,6 +500,14 @@ class QueueSimulation:
             self._use(job, +1)
             self.attempt[job.id] += 1
             self.outcomes[job.id].dispatches.append(self.now)
+            # Only a tick that changed nothing is a fixed point: from the next tick on this
+            # job may be a victim (victims are jobs dispatched before a tick), and its share
+            # has a new head, which may reclaim on another unit than this one. The live tick
+            # too plans again after any change.
+            self.dirty = True
+            self._touch(job.unit)
+            for _, unit, _ in (key for key in self.share_classes[job.share] if self.classes[key]):
+                self._touch(unit)
             if self.tick_s:
                 self.unlaunched.add(job.id)
             elif dispatch.preempted and self.config.grace_s > 0:

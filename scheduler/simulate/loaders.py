@@ -152,11 +152,20 @@ def kueue_baseline(queues: int = 5, shares_per_queue: int = 6) -> Workload:
 FLEET_UNITS = ("a100", "h100", "l4", "t4")
 
 
-def fleet(jobs: int = 100_000, shares: int = 1_000, load: float = 0.95, seed: int = 7) -> Workload:
+def fleet(
+    jobs: int = 100_000,
+    shares: int = 1_000,
+    load: float = 0.8,
+    seed: int = 7,
+    uniform_demand: bool = False,
+) -> Workload:
     """One queue of `shares` shares over four GPU models, loaded to about `load` of capacity.
 
     Times are whole seconds, as in cluster traces: arrivals are a Poisson stream, durations
-    log-normal (median 20 minutes), 1-8 instances, priorities in five levels.
+    log-normal (median 20 minutes), 1-8 instances, priorities in five levels. Each job comes
+    from a share with a chance in proportion to its limits (teams sized to their quota); with
+    `uniform_demand` every share submits as often, so small shares drown in their backlogs
+    and only borrowing relieves them: a stress case.
     """
     rng = random.Random(seed)
     strategies = (Strategy.LEND_AND_BORROW, Strategy.LEND, Strategy.RESERVE)
@@ -168,6 +177,7 @@ def fleet(jobs: int = 100_000, shares: int = 1_000, load: float = 0.95, seed: in
         borrow = rng.choice((100, 200, -1)) if strategy is Strategy.LEND_AND_BORROW else -1
         share_list.append(Share(f"team-{i:04d}", limits, strategy, borrow, rng.random() < 0.5))
     capacity = {u: sum(s.limits.get(u, 0) for s in share_list) for u in FLEET_UNITS}
+    demand = [sum(s.limits.values()) for s in share_list]
     mean_duration = math.exp(math.log(1200) + 0.8**2 / 2)
     sizes, weights = (1, 2, 4, 8), (70, 15, 10, 5)
     mean_size = sum(s * w for s, w in zip(sizes, weights, strict=True)) / sum(weights)
@@ -175,8 +185,14 @@ def fleet(jobs: int = 100_000, shares: int = 1_000, load: float = 0.95, seed: in
     now, work = 0.0, []
     for i in range(jobs):
         now += rng.expovariate(rate)
-        share = share_list[rng.randrange(shares)]
-        unit = rng.choice(sorted(share.limits))
+        if uniform_demand:
+            share = share_list[rng.randrange(shares)]
+            unit = rng.choice(sorted(share.limits))
+        else:
+            share = rng.choices(share_list, demand)[0]
+            unit = rng.choices(
+                sorted(share.limits), [share.limits[u] for u in sorted(share.limits)]
+            )[0]
         size = min(rng.choices(sizes, weights)[0], share.limits[unit])
         duration = max(1, round(rng.lognormvariate(math.log(1200), 0.8)))
         work.append(
@@ -193,6 +209,9 @@ def fleet(jobs: int = 100_000, shares: int = 1_000, load: float = 0.95, seed: in
     config = QueueConfig("fleet", capacity, tuple(share_list))
     notes = (
         f"synthetic fleet: {shares:,} shares over {', '.join(FLEET_UNITS)} "
-        f"(capacity {capacity}), {jobs:,} jobs at about {load:.0%} load, whole-second times",
+        f"(capacity {capacity}), {jobs:,} jobs at about {load:.0%} load, whole-second times, "
+        + (
+            "every share submitting as often" if uniform_demand else "demand in proportion to quota"
+        ),
     )
     return Workload("fleet", (QueueWorkload(config, tuple(work)),), notes)

@@ -18,7 +18,7 @@ from scheduler.simulate.estimate import (
     estimate_accuracy,
     estimate_starts,
 )
-from scheduler.simulate.loaders import alibaba_openb, kueue_baseline
+from scheduler.simulate.loaders import alibaba_openb, fleet, kueue_baseline
 from scheduler.simulate.workload import (
     capacity_bound_s,
     load_workload,
@@ -353,3 +353,13 @@ def test_a_scaled_workload_has_smaller_capacity_limits_and_jobs_that_still_fit()
     assert queue.config.capacity == {"gpu": 5}
     assert {s.name: s.limits["gpu"] for s in queue.config.shares} == {"a": 2, "b": 1}
     assert queue.jobs[0].quantity == 5
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize("uniform", [False, True])
+def test_the_shortcuts_change_nothing_on_a_busy_fleet_either(seed, uniform):
+    load = fleet(jobs=1200, shares=30, load=1.1, seed=seed, uniform_demand=uniform)
+    fast = simulate(load, check=False, samples=0)
+    full = simulate(load, check=False, fast=False, samples=0)
+    assert fast.summary["preemptions"] > 0
+    assert _outcomes(fast) == _outcomes(full)
