@@ -147,6 +147,7 @@ class QueueSimulation:
         self.waiting_on_unit: dict[str, int] = defaultdict(int)
         # unit -> share -> its waiting jobs on the unit (which shares a touched unit concerns)
         self.waiting_shares: dict[str, dict[str, int]] = defaultdict(dict)
+        self.heads: dict[str, tuple] = {}  # share -> its first waiting job's key, when known
         self.dirty = False
         self.preempted_last_tick = False
         # Units whose capacity freed or that gained a leading job since the last tick; None
@@ -303,6 +304,10 @@ class QueueSimulation:
         class_key = (job.share, job.unit, job.quantity)
         bisect.insort(self.classes[class_key], (-job.priority, job.created_at, job.id))
         self.share_classes[job.share].add(class_key)
+        key = (-job.priority, job.created_at, job.id)
+        head = self.heads.get(job.share)
+        if head is not None and key < head:
+            self.heads[job.share] = key
         self.waiting_on_unit[job.unit] += 1
         shares = self.waiting_shares[job.unit]
         shares[job.share] = shares.get(job.share, 0) + 1
@@ -310,7 +315,10 @@ class QueueSimulation:
     def _dequeue(self, job: Job) -> None:
         del self.runnable[job.id]
         keys = self.classes[(job.share, job.unit, job.quantity)]
-        del keys[bisect.bisect_left(keys, (-job.priority, job.created_at, job.id))]
+        key = (-job.priority, job.created_at, job.id)
+        del keys[bisect.bisect_left(keys, key)]
+        if self.heads.get(job.share) == key:
+            del self.heads[job.share]
         self.waiting_on_unit[job.unit] -= 1
         shares = self.waiting_shares[job.unit]
         shares[job.share] -= 1
@@ -423,10 +431,13 @@ class QueueSimulation:
         """Could the share's head start this tick? Only by fitting the free capacity, by
         reclaiming within its limit from a borrower, or by preempting a lower-priority job of
         its own; else it is as blocked as at the last tick (a head on an unchanged unit is)."""
-        heads = [keys[0] for key in self.share_classes[name] if (keys := self.classes[key])]
-        if not heads:
-            return False
-        head = self.runnable[min(heads)[2]]
+        key = self.heads.get(name)
+        if key is None:
+            firsts = [keys[0] for c in self.share_classes[name] if (keys := self.classes[c])]
+            if not firsts:
+                return False
+            key = self.heads[name] = min(firsts)
+        head = self.runnable[key[2]]
         unit = head.unit
         if unit not in units:
             return False
