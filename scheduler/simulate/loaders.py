@@ -162,8 +162,8 @@ def fleet(
     """One queue of `shares` shares over four GPU models, loaded to about `load` of capacity.
 
     Times are whole seconds, as in cluster traces: arrivals are a Poisson stream, durations
-    log-normal (median 20 minutes), 1-8 instances, priorities in five levels. Each job comes
-    from a share with a chance in proportion to its limits (teams sized to their quota); with
+    log-normal (median 20 minutes), 1-8 instances, priorities in five levels. Each job's
+    share is drawn in proportion to its limits (teams sized to their quota); with
     `uniform_demand` every share submits as often, so small shares drown in their backlogs
     and only borrowing relieves them: a stress case.
     """

@@ -8,7 +8,8 @@ import sys
 
 def test_importing_scheduler_loads_no_django(repo):
     code = (
-        "import sys, scheduler, scheduler.scenarios, scheduler.bench; "
+        "import sys, scheduler, scheduler.scenarios, scheduler.bench, scheduler.simulate, "
+        "scheduler.simulate.estimate, scheduler.simulate.loaders; "
         "loaded = [m for m in ('django', 'celery', 'rest_framework') if m in sys.modules]; "
         "print(','.join(loaded))"
     )
