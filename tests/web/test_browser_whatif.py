@@ -93,3 +93,38 @@ def test_the_what_if_pages_fit_a_phone(browser, live_server, history, people):
     expect(page.get_by_test_id("compare")).to_be_visible(timeout=30_000)
     assert not page.evaluate("document.documentElement.scrollWidth > window.innerWidth")
     shot(page, "what-if-compare-phone")
+
+
+def test_a_waiting_job_shows_when_it_should_start(browser, live_server, small_fleet, people):
+    from quotaportal.quotas.services.estimates import refresh_estimates
+
+    for name in ("first", "second"):
+        services.submit_job(
+            people.alice,
+            job_queue=small_fleet,
+            quota_share="vision",
+            capacity_unit="a100",
+            name=name,
+            simulated_duration_seconds=900,
+        )
+    services.run_tick(small_fleet.pk)
+    waiting = services.submit_job(
+        people.alice,
+        job_queue=small_fleet,
+        quota_share="vision",
+        capacity_unit="a100",
+        name="waiting",
+        simulated_duration_seconds=60,
+    )
+    services.run_tick(small_fleet.pk)
+    refresh_estimates(small_fleet)
+    page = sign_in(browser, live_server, "alice")
+    page.goto(f"{live_server.url}/jobs/{waiting.pk}/")
+    expect(page.get_by_test_id("estimate")).to_contain_text("in about 1")
+    expect(page.get_by_test_id("estimate")).to_contain_text("recent jobs of the same size")
+    shot(page, "job-estimate")
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(f"{live_server.url}/jobs/")
+    expect(page.locator("tr[data-job=waiting]")).to_contain_text("starts in about")
+    assert not page.evaluate("document.documentElement.scrollWidth > window.innerWidth")
+    shot(page, "jobs-estimate-phone")
