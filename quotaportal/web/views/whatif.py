@@ -12,7 +12,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from quotaportal.quotas.errors import Conflict, Forbidden, InvalidInput
-from quotaportal.quotas.models import JobQueue, WhatIf, WhatIfStatus
+from quotaportal.quotas.models import JobQueue, WhatIf
 from quotaportal.quotas.permissions import is_platform_admin
 from quotaportal.quotas.services import whatif
 from quotaportal.web.charts import replay_chart
@@ -127,6 +127,3 @@ def what_if_discard(request, pk):
         return redirect("what-if-run", run.pk)
     messages.info(request, "Draft discarded.")
     return redirect("what-if")
-
-
-__all__ = ["WhatIfStatus"]
