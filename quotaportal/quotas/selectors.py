@@ -20,7 +20,9 @@ from quotaportal.quotas.models import (
     UtilizationSample,
 )
 from quotaportal.quotas.permissions import is_platform_admin, team_ids
+from scheduler import Share, Strategy
 from scheduler.positions import QueueNumbering
+from scheduler.utilization import share_breakdown
 
 
 def visible_jobs(user, queryset=None):
@@ -38,18 +40,16 @@ def jobs_of_user_teams(user, queryset):
 def share_utilization(
     queue: JobQueue, shares=None, capacity=None
 ) -> dict[str, dict[str, dict[str, int]]]:
-    """Per share and unit: used, limit, borrowed (above its limit), lent (its idle capacity in
-    use by borrowers) and idle. Borrowed instances are attributed first to capacity no share
-    covers, then to lending shares in name order, so the figures are stable between reads.
-    """
+    """Per share and unit: used, limit, borrowed, lent, idle and short, as
+    scheduler.utilization.share_breakdown attributes them (the simulator's reports too)."""
     capacity = bridge.capacity_of(queue) if capacity is None else capacity
-    used = defaultdict(int)
-    for share_id, unit, total in (
+    used: dict[str, dict[str, int]] = defaultdict(dict)
+    for share_name, unit, total in (
         Job.objects.filter(job_queue=queue, status__in=DISPATCHED)
-        .values_list("quota_share_id", "capacity_unit__name")
+        .values_list("quota_share__name", "capacity_unit__name")
         .annotate(total=Sum("quantity"))
     ):
-        used[share_id, unit] = total
+        used[share_name][unit] = total
     if shares is None:
         shares = list(QuotaShare.objects.filter(job_queue=queue).order_by("name"))
     limits = defaultdict(dict)
@@ -57,35 +57,14 @@ def share_utilization(
         share__job_queue=queue
     ).values_list("share_id", "capacity_unit__name", "max_capacity"):
         limits[share_id][unit] = count
-    units = set(capacity) | {u for per in limits.values() for u in per}
-    result: dict[str, dict[str, dict[str, int]]] = {s.name: {} for s in shares}
-    for unit in sorted(units):
-        borrowed_total = sum(max(0, used[s.id, unit] - limits[s.id].get(unit, 0)) for s in shares)
-        uncovered = max(0, capacity.get(unit, 0) - sum(limits[s.id].get(unit, 0) for s in shares))
-        to_attribute = max(0, borrowed_total - uncovered)
-        # Limits may add up to more than the capacity: only what is really free shows as idle;
-        # the rest of a share's unused limit is "short" (not there to use right now).
-        free = max(0, capacity.get(unit, 0) - sum(used[s.id, unit] for s in shares))
-        for share in shares:
-            limit = limits[share.id].get(unit, 0)
-            use = used[share.id, unit]
-            if not limit and not use:
-                continue
-            idle = max(0, limit - use)
-            lends = share.sharing_strategy != "RESERVE" or share.state != "ENABLED"
-            lent = min(idle, to_attribute) if lends else 0
-            to_attribute -= lent
-            really_idle = min(idle - lent, free)
-            free -= really_idle
-            result[share.name][unit] = {
-                "used": use,
-                "limit": limit,
-                "borrowed": max(0, use - limit),
-                "lent": lent,
-                "idle": really_idle,
-                "short": idle - lent - really_idle,
-            }
-    return result
+    return share_breakdown(
+        [
+            Share(s.name, limits[s.id], Strategy(s.sharing_strategy), enabled=s.state == "ENABLED")
+            for s in shares
+        ],
+        used,
+        capacity,
+    )
 
 
 def overcommitted_units(queue: JobQueue) -> list[str]:

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 
-from scheduler.model import Share, Strategy
 from scheduler.simulate.engine import QueueRun
 from scheduler.simulate.workload import QueueWorkload, capacity_bound_s
+from scheduler.utilization import share_breakdown
 
 
 def percentile(values: Sequence[float], fraction: float) -> float | None:
@@ -24,40 +24,6 @@ def rounded(value: float | None, digits: int = 3) -> float | None:
     return None if value is None else round(value, digits)
 
 
-def share_breakdown(
-    shares: Iterable[Share], used: Mapping[str, Mapping[str, int]], capacity: Mapping[str, int]
-) -> dict[str, dict[str, dict[str, int]]]:
-    """Per share and unit: own use, borrowed (above its limit), lent (its idle limit in use by
-    borrowers) and idle. Borrowed instances are attributed first to capacity no share covers,
-    then to lending shares in name order, as the dashboard's bars do."""
-    shares = sorted(shares, key=lambda s: s.name)
-    result: dict[str, dict[str, dict[str, int]]] = {s.name: {} for s in shares}
-    units = set(capacity) | {u for s in shares for u in s.limits}
-    for unit in sorted(units):
-        use = {s.name: used.get(s.name, {}).get(unit, 0) for s in shares}
-        borrowed_total = sum(max(0, use[s.name] - s.limit(unit)) for s in shares)
-        uncovered = max(0, capacity.get(unit, 0) - sum(s.limit(unit) for s in shares))
-        to_attribute = max(0, borrowed_total - uncovered)
-        free = max(0, capacity.get(unit, 0) - sum(use.values()))
-        for share in shares:
-            limit, mine = share.limit(unit), use[share.name]
-            if not limit and not mine:
-                continue
-            idle = max(0, limit - mine)
-            lends = share.strategy is not Strategy.RESERVE or not share.enabled
-            lent = min(idle, to_attribute) if lends else 0
-            to_attribute -= lent
-            really_idle = min(idle - lent, free)
-            free -= really_idle
-            result[share.name][unit] = {
-                "own": min(mine, limit),
-                "borrowed": max(0, mine - limit),
-                "lent": lent,
-                "idle": really_idle,
-            }
-    return result
-
-
 def utilization_series(run: QueueRun) -> list[dict]:
     """The samples as {t, shares: {share: {own, borrowed, lent, idle}}} summed over units."""
     series = []
@@ -66,8 +32,9 @@ def utilization_series(run: QueueRun) -> list[dict]:
         for share, units in share_breakdown(run.shares, used, capacity).items():
             totals: dict[str, int] = defaultdict(int)
             for parts in units.values():
-                for part, count in parts.items():
-                    totals[part] += count
+                totals["own"] += min(parts["used"], parts["limit"])
+                for part in ("borrowed", "lent", "idle"):
+                    totals[part] += parts[part]
             per_share[share] = dict(totals)
         series.append({"t": round(at - run.first_submit_s, 3), "shares": per_share})
     return series
