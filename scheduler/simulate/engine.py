@@ -118,41 +118,17 @@ class QueueSimulation:
         self.verify_skips = verify_skips
         self.fast = fast
         self.progress = progress
+        self.observer = observer
+        self.sample_every_s = sample_every_s
+        # Estimates stop once every job has started (what happens after is not asked).
+        self.until_all_started = until_all_started
+        self.max_instants = max_instants
         self.shares = {s.name: s for s in config.shares}
         if {FOLDED_LEND, FOLDED_RESERVE} & set(self.shares):
             raise ValueError("share names starting with '~idle' are the simulator's own")
-        self.reserving = [s for s in config.shares if s.reserves_idle]
-        self.by_share: dict[str, dict[str, Job]] = defaultdict(dict)
-        # Kept up to date by _use so a snapshot folds idle shares without walking them all.
-        self.borrowing: dict[str, set[str]] = {}  # share -> units it uses above its limit
-        self.reserve_limits_total: dict[str, int] = defaultdict(int)
-        for share in self.reserving:
-            for unit, limit in share.limits.items():
-                self.reserve_limits_total[unit] += limit
-        self.reserve_used_total: dict[str, int] = defaultdict(int)
-        self.lend_used_total: dict[str, int] = defaultdict(int)
         self.capacity = dict(config.capacity)
-        self.events: list[tuple] = []
-        self.seq = 0
-        self.outcomes: dict[str, JobOutcome] = {}
-        self.runnable: dict[str, Job] = {}
-        self.dispatched: dict[str, Job] = {}
-        self.unlaunched: set[str] = set()  # fixed tick: dispatched, running from the next tick
-        self.attempt: dict[str, int] = {}  # bumps on preemption so stale END events are ignored
-        self.work: dict[str, WorkJob] = {}
-        self.classes: dict[tuple, list] = defaultdict(list)  # (share, unit, qty) -> sorted keys
-        self.share_classes: dict[str, set] = defaultdict(set)
-        self.usage: dict[tuple[str, str], int] = defaultdict(int)
-        self.total: dict[str, int] = defaultdict(int)
-        self.waiting_on_unit: dict[str, int] = defaultdict(int)
-        # unit -> share -> its waiting jobs on the unit (which shares a touched unit concerns)
-        self.waiting_shares: dict[str, dict[str, int]] = defaultdict(dict)
-        self.heads: dict[str, tuple] = {}  # share -> its first waiting job's key, when known
-        self.dirty = False
-        self.preempted_last_tick = False
-        # Units whose capacity freed or that gained a leading job since the last tick; None
-        # when something else changed (priorities, capacity) and the next tick plans it all.
-        self.touched: set[str] | None = set()
+        self._init_use()
+        self._init_jobs()
         self.run = QueueRun(
             config.name,
             self.outcomes,
@@ -163,29 +139,62 @@ class QueueSimulation:
             0.0,
             defaultdict(int),
         )
-        self._since: dict[tuple[str, str], float] = {}
         self.jobs_total = len(queue.jobs) + len(running)
         self.jobs_done = 0
-        for at, change in config.capacity_changes:
-            self._push(at, CAPACITY, dict(change))
+        self.unstarted = len(queue.jobs)
         submits = [j.submit_s for j in queue.jobs]
         self.now = min(submits, default=0.0) if start_s is None else start_s
+        self.run.first_submit_s = self.next_sample_s = self.now
+        self._schedule(queue, running)
+
+    def _init_use(self) -> None:
+        """Who uses what: per share and unit, and the totals a folded snapshot needs."""
+        self.usage: dict[tuple[str, str], int] = defaultdict(int)
+        self.total: dict[str, int] = defaultdict(int)
+        self._since: dict[tuple[str, str], float] = {}  # when each usage last changed
+        self.by_share: dict[str, dict[str, Job]] = defaultdict(dict)
+        # Kept up to date by _use so a snapshot folds idle shares without walking them all.
+        self.borrowing: dict[str, set[str]] = {}  # share -> units it uses above its limit
+        self.reserving = [s for s in self.config.shares if s.reserves_idle]
+        self.reserve_limits_total: dict[str, int] = defaultdict(int)
+        for share in self.reserving:
+            for unit, limit in share.limits.items():
+                self.reserve_limits_total[unit] += limit
+        self.reserve_used_total: dict[str, int] = defaultdict(int)
+        self.lend_used_total: dict[str, int] = defaultdict(int)
+
+    def _init_jobs(self) -> None:
+        """The jobs' states, the waiting ones indexed for short snapshots, and the events."""
+        self.events: list[tuple] = []
+        self.seq = 0
+        self.outcomes: dict[str, JobOutcome] = {}
+        self.work: dict[str, WorkJob] = {}
+        self.runnable: dict[str, Job] = {}
+        self.dispatched: dict[str, Job] = {}
+        self.unlaunched: set[str] = set()  # fixed tick: dispatched, running from the next tick
+        self.attempt: dict[str, int] = {}  # bumps on preemption so stale END events are ignored
+        self.classes: dict[tuple, list] = defaultdict(list)  # (share, unit, qty) -> sorted keys
+        self.share_classes: dict[str, set] = defaultdict(set)
+        # unit -> share -> its waiting jobs on the unit (which shares a touched unit concerns)
+        self.waiting_shares: dict[str, dict[str, int]] = defaultdict(dict)
+        self.heads: dict[str, tuple] = {}  # share -> its first waiting job's key, when known
+        self.dirty = False
+        self.preempted_last_tick = False
+        # Units whose capacity freed or that gained a leading job since the last tick; None
+        # when something else changed (priorities, capacity) and the next tick plans it all.
+        self.touched: set[str] | None = set()
+
+    def _schedule(self, queue: QueueWorkload, running: list[Running]) -> None:
+        for at, change in self.config.capacity_changes:
+            self._push(at, CAPACITY, dict(change))
         for job in queue.jobs:
             # A forward simulation starts with jobs submitted before it: they arrive at once
             # and keep their place in their share (created_at is the real submit time).
             self._push(max(job.submit_s, self.now), ARRIVAL, job)
             for at, priority in job.priority_changes:
                 self._push(max(at, job.submit_s, self.now), PRIORITY, (job.id, priority))
-        self.run.first_submit_s = self.now
         for item in running:
             self._start_running(item)
-        self.sample_every_s = sample_every_s
-        # Estimates stop once every job has started (what happens after is not asked).
-        self.until_all_started = until_all_started
-        self.max_instants = max_instants
-        self.unstarted = len(queue.jobs)
-        self.observer = observer
-        self.next_sample_s = self.now
 
     # -- the event loop ----------------------------------------------------------------------
 
@@ -308,7 +317,6 @@ class QueueSimulation:
         head = self.heads.get(job.share)
         if head is not None and key < head:
             self.heads[job.share] = key
-        self.waiting_on_unit[job.unit] += 1
         shares = self.waiting_shares[job.unit]
         shares[job.share] = shares.get(job.share, 0) + 1
 
@@ -319,7 +327,6 @@ class QueueSimulation:
         del keys[bisect.bisect_left(keys, key)]
         if self.heads.get(job.share) == key:
             del self.heads[job.share]
-        self.waiting_on_unit[job.unit] -= 1
         shares = self.waiting_shares[job.unit]
         shares[job.share] -= 1
         if not shares[job.share]:
@@ -616,7 +623,7 @@ class QueueSimulation:
         """Idle capacity while jobs waited, and the samples due, for the time up to `until`."""
         span = until - self.now
         if span > 0:
-            for unit, waiting in self.waiting_on_unit.items():
+            for unit, waiting in self.waiting_shares.items():
                 if waiting:
                     free = self.capacity.get(unit, 0) - self.total.get(unit, 0)
                     self.run.idle_while_waiting_s += max(0, free) * span
