@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -224,21 +224,7 @@ def replay(
     if isinstance(clock, VirtualClock) and not tick_s:
         raise ValueError("a replay on a virtual clock needs tick_s: nothing else moves time")
     tick = tick or (lambda queue, now: services.run_tick(queue.id, now=now))
-    # (time, 0 for a submit or 1 for a priority change, queue, job id, job, new priority)
-    pending = sorted(
-        [
-            (job.submit_s, 0, q.config.name, job.id, job, None)
-            for q in workload.queues
-            for job in q.jobs
-        ]
-        + [
-            (max(at, job.submit_s), 1, q.config.name, job.id, job, priority)
-            for q in workload.queues
-            for job in q.jobs
-            for at, priority in job.priority_changes
-        ],
-        key=lambda e: e[:4],
-    )
+    pending = _workload_events(workload)
     total = workload.job_count
     first = pending[0][0] if pending else 0.0
     bound = max((capacity_bound_s(q) for q in workload.queues), default=0.0)
@@ -253,7 +239,7 @@ def replay(
         now = first + clock.elapsed() - began  # on the workload's clock
         due = []
         while pending and pending[0][0] <= now:
-            due.append(pending.pop(0))
+            due.append(pending.popleft())
         _submit_due(result, queues, due, clock)
         if next_tick is not None and next_tick <= now:
             for queue in queues.values():
@@ -272,12 +258,29 @@ def replay(
         if clock.elapsed() - began > timeout_s:
             result.unfinished = unfinished
             break
-        due = [t for t in (pending[0][0] if pending else None, next_tick) if t is not None]
+        upcoming = [t for t in (pending[0][0] if pending else None, next_tick) if t is not None]
         # Without ticks of its own the replay only watches the system: look every POLL_S.
-        wake = min(due) if due else now + POLL_S
+        wake = min(upcoming) if upcoming else now + POLL_S
         clock.sleep_until(began + min(wake, now + clock.poll_s) - first)
     result.wall_s = clock.elapsed() - began
     return result
+
+
+def _workload_events(workload: Workload) -> deque:
+    """(time, 0 for a submit or 1 for a priority change, queue, job id, job, new priority),
+    in the order the replay applies them."""
+    events = [
+        (job.submit_s, 0, queue.config.name, job.id, job, None)
+        for queue in workload.queues
+        for job in queue.jobs
+    ]
+    events += [
+        (max(at, job.submit_s), 1, queue.config.name, job.id, job, priority)
+        for queue in workload.queues
+        for job in queue.jobs
+        for at, priority in job.priority_changes
+    ]
+    return deque(sorted(events, key=lambda e: e[:4]))
 
 
 def _submit_due(result: ReplayResult, queues: dict, due: list, clock) -> None:
