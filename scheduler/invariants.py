@@ -45,12 +45,14 @@ class _Replay:
         self.ledger = Ledger(
             snapshot.capacity, self.shares, [j for j in snapshot.jobs if j.dispatched]
         )
+        self.fit_to = dict(snapshot.fit_to)
         self.violations: list[str] = []
 
     def fail(self, message: str) -> None:
         self.violations.append(message)
 
     def run(self, plan: Plan, positions: bool, pending: bool = True) -> list[str]:
+        self._check_evictions(plan.evictions)
         for dispatch in plan.dispatches:
             job = self.jobs.get(dispatch.job_id)
             if job is None or dispatch.job_id not in self.runnable:
@@ -81,6 +83,33 @@ class _Replay:
         if dispatch.borrowing != self.ledger.is_borrowing(share, unit):
             self.fail(f"{job.id} borrowing flag is {dispatch.borrowing}, ledger disagrees")
 
+    def _check_evictions(self, evictions: tuple[Preemption, ...]) -> None:
+        """Preempted to fit capacity taken away: only on such units, only as many as needed."""
+        evicted: list[Job] = []
+        for preemption in evictions:
+            victim = self.jobs.get(preemption.job_id)
+            if victim is None or victim.id not in self.dispatched:
+                self.fail(f"{preemption.job_id} preempted but was not dispatched before the tick")
+                continue
+            if preemption.kind is not PreemptionKind.CAPACITY:
+                self.fail(f"{victim.id} preempted with no preemptor but kind {preemption.kind}")
+            if victim.unit not in self.fit_to:
+                self.fail(f"{victim.id} preempted on {victim.unit}, whose capacity was not cut")
+                continue
+            self._remove(victim, self.shares[victim.share])
+            evicted.append(victim)
+        for unit, target in self.fit_to.items():
+            if self.ledger.total.get(unit, 0) > target:
+                self.fail(f"{unit} still uses {self.ledger.total[unit]} of {target} after fitting")
+        for victim in evicted:
+            if self.ledger.total.get(victim.unit, 0) + victim.quantity <= self.fit_to[victim.unit]:
+                self.fail(f"{victim.id} preempted to fit {victim.unit} but was not needed")
+
+    def _remove(self, victim: Job, owner: Share) -> None:
+        self.ledger.remove(victim, owner)
+        self.dispatched.discard(victim.id)
+        self.runnable.add(victim.id)
+
     def _check_preemption(self, preemption: Preemption, preemptor: Job, share: Share) -> None:
         victim = self.jobs.get(preemption.job_id)
         if victim is None or victim.id not in self.dispatched or victim.dispatched_at is None:
@@ -94,14 +123,14 @@ class _Replay:
                 self.fail(
                     f"in-share victim {victim.id} is not lower in priority than {preemptor.id}"
                 )
-        else:
+        elif preemption.kind is PreemptionKind.CROSS_SHARE:
             if owner is share:
                 self.fail(f"cross-share victim {victim.id} is in the preemptor's own share")
             if not self.ledger.within_quota(share, preemptor):
                 self.fail(f"{preemptor.id} preempts across shares while it would be borrowing")
-        self.ledger.remove(victim, owner)
-        self.dispatched.discard(victim.id)
-        self.runnable.add(victim.id)
+        if preemption.kind is PreemptionKind.CAPACITY:
+            self.fail(f"{victim.id} preempted for capacity by {preemptor.id}")
+        self._remove(victim, owner)
         if preemption.kind is PreemptionKind.CROSS_SHARE and self.ledger.used(
             owner, victim.unit
         ) < owner.limit(victim.unit):

@@ -30,6 +30,8 @@ class Ordering(StrEnum):
 class PreemptionKind(StrEnum):
     CROSS_SHARE = "cross_share"
     IN_SHARE = "in_share"
+    # Capacity went away under running jobs (a reservation ended): no preemptor.
+    CAPACITY = "capacity"
 
 
 class PendingReason(StrEnum):
@@ -114,6 +116,10 @@ class Snapshot:
     shares: tuple[Share, ...]
     jobs: tuple[Job, ...]
     ordering: Ordering = Ordering.STRICT
+    # Units whose capacity was just taken away (a reservation ended), with the usage this
+    # queue must come down to: before anything else the tick preempts dispatched jobs until
+    # it fits. Other drops in capacity never preempt; the excess drains as jobs end.
+    fit_to: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,10 +156,12 @@ class Plan:
     # Shares with RUNNABLE jobs in the order the queue serves them; position_in_queue of a
     # share's k-th job follows from it and the shares' RUNNABLE counts (see scheduler.pending).
     share_ranking: tuple[str, ...] = ()
+    # Jobs preempted to fit capacity that went away (kind CAPACITY), before any dispatch.
+    evictions: tuple[Preemption, ...] = ()
 
     @property
     def preemptions(self) -> tuple[Preemption, ...]:
-        return tuple(p for d in self.dispatches for p in d.preempted)
+        return self.evictions + tuple(p for d in self.dispatches for p in d.preempted)
 
     @property
     def dispatched_ids(self) -> tuple[str, ...]:

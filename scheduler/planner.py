@@ -1,6 +1,8 @@
 """plan_tick: the quota-share scheduling algorithm of DESIGN.md §3, as a pure function.
 
-One tick runs three steps in a fixed order:
+One tick runs three steps in a fixed order (after step 0, which only acts when capacity was
+taken away under running jobs, e.g. a reservation ended: it preempts until usage fits,
+borrowed capacity first, then the jobs of the shares furthest over their limits):
 
 1. Within quota: heads that keep their share within its limit start, lowest usage ratio first,
    reclaiming lent capacity from borrowing shares when free capacity does not cover them.
@@ -73,16 +75,33 @@ class _Tick:
             for name, entries in _group_runnable(snapshot, self.shares).items()
         }
         self.dispatches: list[Dispatch] = []
+        self.evictions: list[Preemption] = []
         self.preempted: dict[str, list[Job]] = defaultdict(list)
+        self.fit_to = snapshot.fit_to
 
     def run(self, explain: bool = True) -> Plan:
+        self.fit_capacity()
         self.start_within_quota()
         self.preempt_within_shares()
         self.borrow_idle_capacity()
+        evictions = tuple(self.evictions)
         if not explain:
-            return Plan(self.now, tuple(self.dispatches))
+            return Plan(self.now, tuple(self.dispatches), evictions=evictions)
         pending, ranking = pending_reasons(self.queues, self.preempted, self.ledger, self.ordering)
-        return Plan(self.now, tuple(self.dispatches), pending, ranking)
+        return Plan(self.now, tuple(self.dispatches), pending, ranking, evictions)
+
+    # -- step 0 ---------------------------------------------------------------------------
+
+    def fit_capacity(self) -> None:
+        """Capacity taken away under running jobs: preempt until each such unit fits."""
+        for unit in sorted(self.fit_to):
+            excess = self.ledger.total.get(unit, 0) - self.fit_to[unit]
+            if excess <= 0:
+                continue
+            for victim in self.victims.to_fit(self.ledger, unit, excess):
+                self._preempt(victim)
+                self.evictions.append(Preemption(victim.id, PreemptionKind.CAPACITY, ""))
+                self._queue_of(victim.share).note_victim(victim)
 
     # -- step 1 ---------------------------------------------------------------------------
 
@@ -179,9 +198,7 @@ class _Tick:
     ) -> None:
         preemptions = []
         for victim in victims:
-            self.ledger.remove(victim, self.shares[victim.share])
-            self.victims.discard(victim)
-            self.preempted[victim.share].append(victim)
+            self._preempt(victim)
             preemptions.append(Preemption(victim.id, kind, job.id))
         share = queue.share
         self.ledger.add(job, share)
@@ -190,6 +207,11 @@ class _Tick:
             self._queue_of(victim.share).note_victim(victim)
         borrowing = self.ledger.is_borrowing(share, job.unit)
         self.dispatches.append(Dispatch(job.id, borrowing, tuple(preemptions)))
+
+    def _preempt(self, victim: Job) -> None:
+        self.ledger.remove(victim, self.shares[victim.share])
+        self.victims.discard(victim)
+        self.preempted[victim.share].append(victim)
 
     def _queue_of(self, name: str) -> ShareQueue:
         if name not in self.queues:

@@ -77,6 +77,63 @@ class VictimPool:
         )
         return _minimal_set(candidates, self._gone, may_take, lambda freed: freed >= shortfall)
 
+    def to_fit(self, ledger: Ledger, unit: str, excess: int) -> list[Job]:
+        """Jobs to preempt so `excess` instances of `unit` go (capacity taken away).
+
+        Borrowed capacity goes first, in the cross-share victim order and never below an
+        owner's limit; then, while still over, jobs of the share furthest over its limit
+        (highest usage ratio U/L, the mirror of step 1's order; then most instances over its
+        limit, then name), each in victim order. The set is made minimal as above.
+        """
+        shares = ledger.shares
+        released: dict[str, int] = defaultdict(int)
+
+        def left(name: str) -> int:
+            return ledger.used(shares[name], unit) - released[name]
+
+        def keeps_owner_at_limit(job: Job) -> bool:
+            if left(job.share) - job.quantity < shares[job.share].limit(unit):
+                return False
+            released[job.share] += job.quantity
+            return True
+
+        borrowers = sorted(ledger.borrowers.get(unit, set()))
+        chosen = _greedy(
+            heapq.merge(
+                *(self._of_share(unit, n) for n in borrowers), key=_victim_order, reverse=True
+            ),
+            self._gone,
+            keeps_owner_at_limit,
+            lambda freed: freed >= excess,
+        )
+        freed = sum(job.quantity for job in chosen)
+        taken = {job.id for job in chosen}
+        while freed < excess:
+            job = self._from_share_furthest_over(ledger, unit, left, taken)
+            chosen.append(job)
+            taken.add(job.id)
+            released[job.share] += job.quantity
+            freed += job.quantity
+        return _drop_unneeded(chosen, lambda freed: freed >= excess)
+
+    def _from_share_furthest_over(self, ledger, unit, left, taken) -> Job:
+        remaining = {
+            name: [j for j in jobs if j.id not in taken and j.id not in self._gone]
+            for name, jobs in self._grouped(unit).items()
+        }
+
+        def over(name: str) -> tuple:
+            limit = ledger.shares[name].limit(unit)
+            ratio = left(name) / limit if limit else float("inf")
+            return (ratio, left(name) - limit, name)
+
+        name = max((n for n, jobs in remaining.items() if jobs), key=over)
+        return remaining[name][0]
+
+    def _grouped(self, unit: str) -> dict[str, list[Job]]:
+        self._of_share(unit, "")
+        return self._by_share[unit]
+
     def in_share(self, ledger: Ledger, share: Share, head: Job) -> list[Job] | None:
         """In-share: strictly lower-priority jobs of the share whose removal lets the head start."""
         available = ledger.available_to(share, head.unit)
@@ -95,6 +152,19 @@ def _minimal_set(
     may_take: Callable[[Job], bool],
     enough: Callable[[int], bool],
 ) -> list[Job] | None:
+    chosen = _greedy(candidates, gone, may_take, enough)
+    if not enough(sum(job.quantity for job in chosen)):
+        return None
+    return _drop_unneeded(chosen, enough)
+
+
+def _greedy(
+    candidates: Iterable[Job],
+    gone: set[str],
+    may_take: Callable[[Job], bool],
+    enough: Callable[[int], bool],
+) -> list[Job]:
+    """Candidates in order until they free enough (or run out: maybe too few)."""
     chosen: list[Job] = []
     freed = 0
     for job in candidates:
@@ -103,8 +173,12 @@ def _minimal_set(
         if job.id not in gone and may_take(job):
             chosen.append(job)
             freed += job.quantity
-    if not enough(freed):
-        return None
+    return chosen
+
+
+def _drop_unneeded(chosen: list[Job], enough: Callable[[int], bool]) -> list[Job]:
+    """Walk the chosen set backwards, dropping every victim the rest can do without."""
+    freed = sum(job.quantity for job in chosen)
     for job in reversed(chosen[:]):
         if enough(freed - job.quantity):
             chosen.remove(job)

@@ -29,6 +29,16 @@ def scenario_files() -> list[Path]:
     return files
 
 
+def own_scenario_files() -> list[Path]:
+    """The project's own scenarios (the AWS walkthrough, reservations), played like the shared
+    ones: they extend the format (reserve steps) where the shared contract has no word."""
+    return sorted((REPO / "scheduler" / "scenarios" / "examples").glob("*.json"))
+
+
+def every_scenario_file() -> list[Path]:
+    return scenario_files() + own_scenario_files()
+
+
 @pytest.fixture
 def repo() -> Path:
     return REPO

@@ -16,7 +16,8 @@ from itertools import compress
 from operator import is_, itemgetter
 
 from django.db import connection
-from django.db.models import Count, Sum
+from django.db.models import Count, Q, Sum
+from django.utils import timezone
 
 from quotaportal.quotas.backends import backend_for
 from quotaportal.quotas.models import (
@@ -29,6 +30,7 @@ from quotaportal.quotas.models import (
     JobQueue,
     JobStatus,
     QuotaShare,
+    Reservation,
     ServiceEnvironment,
     ShareCapacityLimit,
     State,
@@ -44,10 +46,12 @@ PREEMPTION_REASONS = {
     PreemptionKind.IN_SHARE: (
         "PREEMPTION_IN_PROGRESS: In-share preemption triggered for a higher priority job"
     ),
+    PreemptionKind.CAPACITY: "PREEMPTION_IN_PROGRESS: Capacity reservation ended",
 }
 PREEMPTION_EVENTS = {
     PreemptionKind.CROSS_SHARE: EventKind.PREEMPTED_CROSS_SHARE,
     PreemptionKind.IN_SHARE: EventKind.PREEMPTED_IN_SHARE,
+    PreemptionKind.CAPACITY: EventKind.PREEMPTED_CAPACITY,
 }
 RETRIES_EXHAUSTED = "Preemption retries exhausted"
 
@@ -69,31 +73,88 @@ def share_of(share: QuotaShare, limits: dict[str, int] | None = None) -> Share:
 
 
 def environment_limits(env: ServiceEnvironment) -> dict[str, int]:
+    """The environment's base max_capacity per unit (reservations not included)."""
     rows = EnvironmentCapacity.objects.filter(environment=env).values_list(
         "capacity_unit__name", "max_capacity"
     )
     return dict(rows)
 
 
-def capacity_of(queue: JobQueue) -> dict[str, int]:
-    """C(u) for this queue: the environment's max_capacity (for LOCAL no more than its READY
-    hosts' slots) less what the environment's other queues' dispatched jobs hold.
+def _plus_reserved(env: ServiceEnvironment, reservations) -> dict[str, int]:
+    """Base max_capacity plus the given reservations' instances, per unit, in one query."""
+    base = EnvironmentCapacity.objects.filter(environment=env).values_list(
+        "capacity_unit__name", "max_capacity"
+    )
+    capacity: dict[str, int] = {}
+    for unit, count in base.union(
+        reservations.values_list("capacity_unit__name", "instances"), all=True
+    ):
+        capacity[unit] = capacity.get(unit, 0) + count
+    return capacity
+
+
+def capacity_now(env: ServiceEnvironment, now: datetime | None = None) -> dict[str, int]:
+    """Base max_capacity plus the reservations active at `now`."""
+    now = now or timezone.now()
+    active = Reservation.objects.filter(environment=env, starts_at__lte=now, ends_at__gt=now)
+    return _plus_reserved(env, active)
+
+
+def most_capacity(env: ServiceEnvironment, now: datetime | None = None) -> dict[str, int]:
+    """An upper bound from now on (base plus every reservation not over yet): a job larger
+    than this can never run; a smaller one may wait for a reservation to start."""
+    now = now or timezone.now()
+    return _plus_reserved(env, Reservation.objects.filter(environment=env, ends_at__gt=now))
+
+
+def _usable(queue: JobQueue, now: datetime | None) -> dict[str, int] | None:
+    """The environment's capacity now as its backend can use it; None while it is off."""
+    env = queue.service_environment
+    limits = capacity_now(env, now)
+    if env.state != State.ENABLED or queue.state != State.ENABLED:
+        return None
+    return backend_for(env).capacity(env, limits)
+
+
+def _held(env: ServiceEnvironment, queues) -> dict[str, int]:
+    return dict(
+        Job.objects.filter(job_queue__in=queues, status__in=DISPATCHED)
+        .values_list("capacity_unit__name")
+        .annotate(total=Sum("quantity"))
+    )
+
+
+def capacity_of(queue: JobQueue, now: datetime | None = None) -> dict[str, int]:
+    """C(u) for this queue: the environment's capacity now (max_capacity plus active
+    reservations; for LOCAL no more than its READY hosts' slots) less what the environment's
+    other queues' dispatched jobs hold.
 
     Queues share an environment without preempting each other: the tick serves them in
     priority order, so a lower queue sees what the higher ones leave.
     """
     env = queue.service_environment
-    limits = environment_limits(env)
-    if env.state != State.ENABLED or queue.state != State.ENABLED:
-        return dict.fromkeys(limits, 0)
-    limits = backend_for(env).capacity(env, limits)
-    held = dict(
-        Job.objects.filter(job_queue__service_environment=env, status__in=DISPATCHED)
-        .exclude(job_queue=queue)
-        .values_list("capacity_unit__name")
-        .annotate(total=Sum("quantity"))
+    usable = _usable(queue, now)
+    if usable is None:
+        return dict.fromkeys(capacity_now(env, now), 0)
+    held = _held(env, env.job_queues.exclude(pk=queue.pk))
+    return {unit: max(0, count - held.get(unit, 0)) for unit, count in usable.items()}
+
+
+def fit_targets(queue: JobQueue, units: set[str], now: datetime) -> dict[str, int]:
+    """For units whose reserved capacity just ended: the usage this queue must come down to.
+
+    Queues ahead of it in the tick (higher priority, then name) keep what they hold; this
+    queue fits in the rest, and the queues after it fit in what it leaves.
+    """
+    if not units:
+        return {}
+    env = queue.service_environment
+    usable = _usable(queue, now) or {}
+    ahead = env.job_queues.filter(
+        Q(priority__gt=queue.priority) | Q(priority=queue.priority, name__lt=queue.name)
     )
-    return {unit: max(0, count - held.get(unit, 0)) for unit, count in limits.items()}
+    held = _held(env, ahead)
+    return {unit: max(0, usable.get(unit, 0) - held.get(unit, 0)) for unit in sorted(units)}
 
 
 def timestamp(value: datetime | None) -> float | None:
@@ -110,7 +171,9 @@ class Loaded:
     share_ranks: dict[str, int | None]
 
 
-def load_snapshot(queue: JobQueue) -> Loaded:
+def load_snapshot(
+    queue: JobQueue, now: datetime | None = None, fit_units: set[str] = frozenset()
+) -> Loaded:
     share_rows = list(QuotaShare.objects.filter(job_queue=queue).order_by("name"))
     limits: dict[int, dict[str, int]] = defaultdict(dict)
     for share_id, unit, count in ShareCapacityLimit.objects.filter(
@@ -119,7 +182,13 @@ def load_snapshot(queue: JobQueue) -> Loaded:
         limits[share_id][unit] = count
     shares = tuple(share_of(s, limits[s.id]) for s in share_rows)
     jobs, pending = _active_jobs(queue.id)
-    snapshot = Snapshot(capacity_of(queue), shares, tuple(jobs), Ordering(queue.ordering))
+    snapshot = Snapshot(
+        capacity_of(queue, now),
+        shares,
+        tuple(jobs),
+        Ordering(queue.ordering),
+        fit_targets(queue, fit_units, now) if fit_units else {},
+    )
     return Loaded(
         snapshot,
         pending,

@@ -10,9 +10,10 @@ import logging
 import threading
 
 from django.db import close_old_connections, connection
+from django.utils import timezone
 
 from quotaportal.quotas.models import JobQueue, State
-from quotaportal.quotas.services import estimates
+from quotaportal.quotas.services import estimates, reservations
 from quotaportal.quotas.services.tick import run_tick
 from quotaportal.quotas.tasks import prune_history
 
@@ -38,9 +39,21 @@ class SchedulerLoop(threading.Thread):
                 if turns % self.ESTIMATE_EVERY == 0:
                     self.refresh_estimates()
                 turns += 1
-                self._stop_event.wait(self.period)
+                self._stop_event.wait(self.pause())
         finally:
             connection.close()
+
+    def pause(self) -> float:
+        """The period, or less when a reservation starts or ends sooner: capacity changes at
+        that instant, and the tick must not wait a whole period to notice."""
+        try:
+            upcoming = reservations.next_capacity_change()
+        except Exception:  # a database hiccup must not stop the loop; it ticks on its period
+            log.exception("could not read upcoming reservations")
+            return self.period
+        if upcoming is None:
+            return self.period
+        return max(0.0, min(self.period, (upcoming - timezone.now()).total_seconds()))
 
     def tick_all(self) -> None:
         close_old_connections()

@@ -20,6 +20,7 @@ from quotaportal.quotas.models import (
     QuotaShare,
     SchedulerRun,
 )
+from quotaportal.quotas.services import reservations
 from scheduler.scenarios.format import Scenario
 from scheduler.scenarios.world import DISPATCHED as SCENARIO_DISPATCHED
 from scheduler.scenarios.world import Observation, StepRejected
@@ -113,6 +114,7 @@ class DbWorld:
         kinds = {
             EventKind.PREEMPTED_CROSS_SHARE: "cross_share",
             EventKind.PREEMPTED_IN_SHARE: "in_share",
+            EventKind.PREEMPTED_CAPACITY: "capacity",
         }
         self.last_preempted = {
             names[job_id]: kinds[kind]
@@ -147,6 +149,20 @@ class DbWorld:
         _units(capacity)
         self._call(
             services.update_service_environment, None, self.env, capacity_limits=dict(capacity)
+        )
+
+    def reserve(self, now, reservation):
+        _units([reservation.unit])
+        self._call(
+            reservations.create_reservation,
+            None,
+            self.env,
+            name=reservation.name,
+            capacity_unit=reservation.unit,
+            instances=reservation.instances,
+            starts_at=at(reservation.start),
+            ends_at=at(reservation.end),
+            now=at(now),
         )
 
     def observe(self) -> Observation:

@@ -15,12 +15,13 @@ from quotaportal.quotas.services.ticks import gate
 
 
 @shared_task(ignore_result=True)
-def tick_queue(queue_id: int, immediate: bool = False) -> None:
-    """A tick of the queue's environment: every beat period, or at once after a change."""
+def tick_queue(queue_id: int, immediate: bool = False, wait: bool = False) -> None:
+    """A tick of the queue's environment: every beat period, at once after a change, or at
+    the instant a reservation starts or ends (`wait`: never skipped for a tick in progress)."""
     if immediate:
         # Before reading anything: a change committed from now on must enqueue the next tick.
         gate.release(queue_id)
-    run_tick(queue_id, wait=immediate)
+    run_tick(queue_id, wait=immediate or wait)
 
 
 @shared_task(ignore_result=True)

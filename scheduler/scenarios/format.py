@@ -28,6 +28,9 @@ STEP_FIELDS: dict[str, tuple[set[str], set[str]]] = {
         {"limits", "strategy", "borrow_limit", "in_share_preemption", "state"},
     ),
     "set_capacity": (set(), None),  # free-form {unit: count}
+    # Reserved capacity: `instances` more of `unit` from step `start` (inclusive) to step
+    # `end` (exclusive); steps are seconds on the scenario's clock.
+    "reserve": ({"name", "unit", "instances", "start", "end"}, set()),
     "expect": (
         set(),
         {
@@ -38,6 +41,7 @@ STEP_FIELDS: dict[str, tuple[set[str], set[str]]] = {
             "preempted",
             "preempted_cross_share",
             "preempted_in_share",
+            "preempted_capacity",
             "usage",
             "pending_reason",
             "preempted_count",
@@ -171,4 +175,14 @@ def _step(raw: Any, index: int, label: str) -> Step:
         unit_counts(body, f"{where} ({kind})")
     if kind == "finish" and body["status"] not in ("SUCCEEDED", "FAILED"):
         raise ScenarioError(f"{where}: finish status must be SUCCEEDED or FAILED")
+    if kind == "reserve":
+        _check_reservation(body, where)
     return Step(index, kind, body)
+
+
+def _check_reservation(body: dict, where: str) -> None:
+    numbers = [body["instances"], body["start"], body["end"]]
+    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in numbers):
+        raise ScenarioError(f"{where}: instances, start and end must be whole numbers >= 0")
+    if body["instances"] < 1 or body["end"] <= body["start"]:
+        raise ScenarioError(f"{where}: a reservation needs instances >= 1 and end after start")

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from scheduler.reservations import Reservation
 from scheduler.scenarios.format import Scenario, Step
 from scheduler.scenarios.world import DISPATCHED, Observation, StepRejected, World
 
@@ -83,6 +84,17 @@ def apply_step(world: World, step: Step, now: float) -> None:
             world.update_share(now, body["share"], changes)
         case "set_capacity":
             world.set_capacity(now, body)
+        case "reserve":
+            world.reserve(
+                now,
+                Reservation(
+                    body["name"],
+                    body["unit"],
+                    body["instances"],
+                    START_TIME + body["start"],
+                    START_TIME + body["end"],
+                ),
+            )
 
 
 def _with_status(status: str) -> Callable[[Observation], set[str]]:
@@ -101,6 +113,7 @@ JOB_SETS: dict[str, Callable[[Observation], set[str]]] = {
     "preempted": _preempted(None),
     "preempted_cross_share": _preempted("cross_share"),
     "preempted_in_share": _preempted("in_share"),
+    "preempted_capacity": _preempted("capacity"),
 }
 
 

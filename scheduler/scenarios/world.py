@@ -15,6 +15,7 @@ from typing import Protocol
 from scheduler.invariants import plan_violations
 from scheduler.model import Job, Ordering, Plan, PreemptionKind, Share, Snapshot, Strategy
 from scheduler.planner import plan_tick
+from scheduler.reservations import Reservation, capacity_at, ended, most_capacity
 from scheduler.scenarios.format import ShareSpec
 from scheduler.validation import priority_error, share_config_errors, submission_error
 
@@ -56,6 +57,7 @@ class World(Protocol):
     def terminate(self, now: float, job: str) -> None: ...
     def update_share(self, now: float, share: str, changes: dict) -> None: ...
     def set_capacity(self, now: float, capacity: dict[str, int]) -> None: ...
+    def reserve(self, now: float, reservation: Reservation) -> None: ...
     def observe(self) -> Observation: ...
 
 
@@ -113,6 +115,8 @@ class PureWorld:
         self.pending_reason: dict[str, str] = {}  # as the last tick left them
         self.last_plan: Plan | None = None
         self.violations: list[str] = []
+        self.reservations: list[Reservation] = []
+        self.settled: set[str] = set()  # ended reservations a tick already fitted to
 
     def _job(self, name: str) -> _JobState:
         try:
@@ -126,7 +130,7 @@ class PureWorld:
         if share not in self.shares:
             raise StepRejected(f"quota share {share} does not exist")
         error = priority_error(priority) or submission_error(
-            self.shares[share], unit, quantity, self.capacity
+            self.shares[share], unit, quantity, most_capacity(self.capacity, self.reservations, now)
         )
         if error:
             raise StepRejected(error)
@@ -134,16 +138,22 @@ class PureWorld:
             Job(job, share, unit, quantity, priority, now), preemption_retries=preemption_retries
         )
 
-    def snapshot(self) -> Snapshot:
+    def snapshot(self, now: float) -> Snapshot:
         active = tuple(s.job for s in self.jobs.values() if s.status in (RUNNABLE, DISPATCHED))
-        return Snapshot(dict(self.capacity), tuple(self.shares.values()), active, self.ordering)
+        capacity = capacity_at(self.capacity, self.reservations, now)
+        just_ended = [r for r in ended(self.reservations, now) if r.name not in self.settled]
+        fit_to = {r.unit: capacity.get(r.unit, 0) for r in just_ended}
+        return Snapshot(capacity, tuple(self.shares.values()), active, self.ordering, fit_to)
 
     def tick(self, now):
-        snapshot = self.snapshot()
+        snapshot = self.snapshot(now)
         plan = self.last_plan = plan_tick(snapshot, now)
+        self.settled.update(r.name for r in ended(self.reservations, now))
         self.violations = plan_violations(snapshot, plan)
         self.pending_reason = {job_id: p.reason.value for job_id, p in plan.pending.items()}
         self.last_preempted = {}
+        for eviction in plan.evictions:
+            self._preempt(eviction.job_id, eviction.kind)
         for dispatch in plan.dispatches:
             for preemption in dispatch.preempted:
                 self._preempt(preemption.job_id, preemption.kind)
@@ -189,6 +199,11 @@ class PureWorld:
 
     def set_capacity(self, now, capacity):
         self.capacity.update(capacity)
+
+    def reserve(self, now, reservation):
+        if any(r.name == reservation.name for r in self.reservations):
+            raise StepRejected(f"a reservation named {reservation.name} already exists")
+        self.reservations.append(reservation)
 
     def observe(self) -> Observation:
         usage: dict[str, dict[str, int]] = {name: {} for name in self.shares}

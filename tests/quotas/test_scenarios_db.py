@@ -6,11 +6,11 @@ import pytest
 
 from quotaportal.quotas.scenario_world import DbWorld
 from scheduler.scenarios import PureWorld, load, play
-from tests.conftest import scenario_files
+from tests.conftest import every_scenario_file
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("path", scenario_files(), ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", every_scenario_file(), ids=lambda p: p.stem)
 def test_shared_scenario_passes_through_the_control_plane_and_agrees(path):
     scenario = load(path)
     through_db = [r.line() for r in play(scenario, DbWorld(scenario))]

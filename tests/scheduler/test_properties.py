@@ -1,6 +1,7 @@
 """Property-based tests: random snapshots never make the planner break an invariant.
 
-The snapshots include what real queues drift into: capacity lowered below usage, limits
+The snapshots include what real queues drift into: capacity lowered below usage (and
+reservations just ended, which the tick must fit by preempting), limits
 lowered below usage, jobs on units their share no longer has a limit for, disabled shares,
 gang jobs, several units per share, and many ties in priority and age.
 """
@@ -67,7 +68,12 @@ def snapshots(draw) -> Snapshot:
         )
     capacity = {u: draw(st.integers(0, 16)) for u in UNITS}
     ordering = draw(st.sampled_from(list(Ordering)))
-    return Snapshot(capacity, tuple(share_list), tuple(jobs), ordering)
+    # Sometimes a reservation has just ended: units the tick must fit into a smaller target.
+    fit_to = {}
+    if draw(st.integers(0, 2)) == 0:
+        cut = draw(st.lists(st.sampled_from(UNITS), min_size=1, max_size=2, unique=True))
+        fit_to = {u: draw(st.integers(0, capacity[u])) for u in cut}
+    return Snapshot(capacity, tuple(share_list), tuple(jobs), ordering, fit_to)
 
 
 @settings(max_examples=EXAMPLES * 2, deadline=None)
@@ -83,7 +89,9 @@ def test_the_same_snapshot_gives_the_same_plan_in_any_input_order(snapshot, rng:
     jobs, share_list = list(snapshot.jobs), list(snapshot.shares)
     rng.shuffle(jobs)
     rng.shuffle(share_list)
-    shuffled = Snapshot(snapshot.capacity, tuple(share_list), tuple(jobs), snapshot.ordering)
+    shuffled = Snapshot(
+        snapshot.capacity, tuple(share_list), tuple(jobs), snapshot.ordering, snapshot.fit_to
+    )
     assert plan_tick(snapshot, 100.0) == first
     assert plan_tick(shuffled, 100.0) == first
 

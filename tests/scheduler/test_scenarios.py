@@ -10,14 +10,14 @@ import pytest
 
 from scheduler.scenarios import PureWorld, ScenarioError, load, play
 from scheduler.scenarios.format import parse
-from tests.conftest import scenario_files
+from tests.conftest import every_scenario_file, scenario_files
 
 
 def pure_world(scenario):
     return PureWorld(scenario.capacity, list(scenario.shares), scenario.ordering)
 
 
-@pytest.mark.parametrize("path", scenario_files(), ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", every_scenario_file(), ids=lambda p: p.stem)
 def test_shared_scenario_passes_through_the_pure_scheduler(path):
     scenario = load(path)
     results = list(play(scenario, pure_world(scenario)))

@@ -16,6 +16,7 @@ class EventKind(models.TextChoices):
     STARTED = "started"
     PREEMPTED_CROSS_SHARE = "preempted_cross_share"
     PREEMPTED_IN_SHARE = "preempted_in_share"
+    PREEMPTED_CAPACITY = "preempted_capacity"
     PRIORITY_CHANGED = "priority_changed"
     RETRIED = "retried"
     SUCCEEDED = "succeeded"

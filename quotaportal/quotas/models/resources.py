@@ -100,6 +100,40 @@ class EnvironmentCapacity(models.Model):
         ]
 
 
+class Reservation(models.Model):
+    """Reserved capacity for a time window (a SageMaker training plan): `instances` more of a
+    unit in the environment from starts_at to ends_at. When it ends, the first tick preempts
+    what no longer fits (see scheduler.reservations) and stamps fitted_at."""
+
+    environment = models.ForeignKey(
+        ServiceEnvironment, on_delete=models.CASCADE, related_name="reservations"
+    )
+    name = models.CharField(max_length=128)
+    capacity_unit = models.ForeignKey(CapacityUnit, on_delete=models.PROTECT)
+    instances = models.PositiveIntegerField()
+    starts_at = models.DateTimeField()
+    ends_at = models.DateTimeField()
+    fitted_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["starts_at", "name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["environment", "name"], name="reservation_name_unique_in_env"
+            ),
+            models.CheckConstraint(
+                condition=Q(instances__gte=1), name="reservation_instances_at_least_1"
+            ),
+            models.CheckConstraint(
+                condition=Q(ends_at__gt=models.F("starts_at")), name="reservation_ends_after_start"
+            ),
+        ]
+        indexes = [models.Index(fields=["environment", "ends_at"], name="reservation_env_end")]
+
+    def __str__(self) -> str:
+        return f"{self.environment.name}/{self.name}"
+
+
 class SchedulingPolicy(models.Model):
     """AWS quotaSharePolicy; FIFO is the only idle-resource assignment strategy AWS has."""
 

@@ -143,12 +143,13 @@ def submit_job(
         "name": name,
         **options,
     }
-    _, share, unit, fields, fingerprint = _prepare(actor, item, cache={})
+    now = now or timezone.now()
+    _, share, unit, fields, fingerprint = _prepare(actor, item, cache={}, now=now)
     token = fields["client_token"]
     if token is not None and (existing := _same_request(actor, job_queue, token, fingerprint)):
         return existing
     try:
-        job = _create(actor, job_queue, share, unit, fields, fingerprint, now or timezone.now())
+        job = _create(actor, job_queue, share, unit, fields, fingerprint, now)
     except IntegrityError:
         # A concurrent submit with the same client_token won the race: answer as it did.
         existing = _same_request(actor, job_queue, token, fingerprint) if token else None
@@ -160,7 +161,7 @@ def submit_job(
 
 
 def _target(
-    actor, job_queue: JobQueue, fields: dict, cache: dict | None = None
+    actor, job_queue: JobQueue, fields: dict, now, cache: dict | None = None
 ) -> tuple[QuotaShare, CapacityUnit]:
     """The share and unit a submission names, checked: exists, allowed, and can ever fit.
 
@@ -190,7 +191,7 @@ def _target(
     capacity = _cached(
         cache,
         ("capacity", job_queue.service_environment_id),
-        lambda: bridge.environment_limits(job_queue.service_environment),
+        lambda: bridge.most_capacity(job_queue.service_environment, now),
     )
     config = _cached(cache, ("config", share.pk), lambda: bridge.share_of(share))
     if error := submission_error(config, unit.name, fields["quantity"], capacity):
@@ -232,7 +233,7 @@ def submit_jobs(actor, items: list[dict], now=None, lookups: dict | None = None)
     cache = {} if lookups is None else lookups
     for index, item in enumerate(items):
         try:
-            prepared.append(_prepare(actor, item, cache))
+            prepared.append(_prepare(actor, item, cache, now))
         except ServiceError as err:
             errors.update({f"jobs[{index}].{field}": text for field, text in err.errors.items()})
     if errors:
@@ -266,7 +267,7 @@ def submit_jobs(actor, items: list[dict], now=None, lookups: dict | None = None)
     return jobs
 
 
-def _prepare(actor, item: dict, cache: dict):
+def _prepare(actor, item: dict, cache: dict, now):
     """Check one submission (as submit_job takes it, the queue as an object): the queue, share,
     unit, normalized fields and fingerprint, or InvalidInput."""
     options = {k: v for k, v in item.items() if k in JOB_OPTIONS}
@@ -283,7 +284,7 @@ def _prepare(actor, item: dict, cache: dict):
     fields["tags"] = fields["tags"] or {}
     if errors := _check_fields(fields):
         raise InvalidInput(errors)
-    share, unit = _target(actor, queue, fields, cache)
+    share, unit = _target(actor, queue, fields, now, cache)
     return queue, share, unit, fields, _fingerprint(fields)
 
 

@@ -9,10 +9,11 @@ the higher ones leave and no queue preempts another's jobs.
 Per queue, in a savepoint (an invalid plan rolls back that queue alone):
 1. Advance time-driven state: SIMULATED jobs start and end, attempts past their duration fail,
    RUNNABLE jobs past the queue's job-state time limit are terminated.
-3. If nothing changed since the last plan (same state_version and active-job count, and the
+2. If nothing changed since the last plan (same state_version and active-job count, and the
    last full plan is younger than QP_FULL_REPLAN_SECONDS), stop: the plan would be the same.
-4. Load the snapshot, plan it, and check the plan against every invariant.
-5. Apply the plan with conditional updates, then record a SchedulerRun.
+3. Load the snapshot (capacity: max_capacity plus the reservations active now; on a unit whose
+   reservation has just ended, the usage the queue must fit in), plan it, and check the plan.
+4. Apply the plan with conditional updates, then record a SchedulerRun.
 An invariant breach rolls everything back and is recorded as the run's error.
 """
 
@@ -34,6 +35,7 @@ from quotaportal.quotas.models import (
     ACTIVE,
     Job,
     JobQueue,
+    Reservation,
     SchedulerRun,
     State,
     UtilizationSample,
@@ -89,16 +91,26 @@ def run_environment_tick(
             .filter(Q(state=State.ENABLED) | Q(pk=asked_by))
             .order_by("-priority", "name")
         )
+        ended = list(
+            Reservation.objects.filter(
+                environment_id=env_id, ends_at__lte=now, fitted_at__isnull=True
+            ).values_list("id", "capacity_unit__name")
+        )
+        fit_units = {unit for _, unit in ended}
         for queue in queues:
-            runs[queue.id] = _tick_queue(queue, now)
+            runs[queue.id] = _tick_queue(queue, now, fit_units)
+        # Fitted once (unless a queue's plan failed: the next tick tries again); later drops
+        # below usage, such as a lost host, drain instead of preempting.
+        if not any(run.error for run in runs.values()):
+            Reservation.objects.filter(id__in=[i for i, _ in ended]).update(fitted_at=now)
     return runs
 
 
-def _tick_queue(queue: JobQueue, now) -> SchedulerRun:
+def _tick_queue(queue: JobQueue, now, fit_units: set[str] = frozenset()) -> SchedulerRun:
     started = time.perf_counter()
     try:
         with transaction.atomic():
-            outcome = _tick_locked(queue, now)
+            outcome = _tick_locked(queue, now, fit_units)
     except InvariantViolation as err:
         log.error("tick of queue %s produced an invalid plan, nothing applied: %s", queue.id, err)
         return SchedulerRun.objects.create(
@@ -118,17 +130,17 @@ def _tick_queue(queue: JobQueue, now) -> SchedulerRun:
     )
 
 
-def _tick_locked(queue: JobQueue, now) -> tuple[int, int] | None:
+def _tick_locked(queue: JobQueue, now, fit_units: set[str]) -> tuple[int, int] | None:
     """Plan and apply; None when nothing changed since the last plan."""
     backend = backend_for(queue.service_environment)
     backend.advance(queue, now)
     enforce_attempt_timeouts(queue.id, now)
     enforce_runnable_time_limits(queue, now)
     version = JobQueue.objects.values_list("state_version", flat=True).get(pk=queue.id)
-    if _unchanged_since_last_plan(queue, version, now):
+    if not fit_units and _unchanged_since_last_plan(queue, version, now):
         record_sample(queue, None, now)
         return None
-    loaded = bridge.load_snapshot(queue)
+    loaded = bridge.load_snapshot(queue, now, fit_units)
     plan = plan_tick(loaded.snapshot, now.timestamp())
     check_plan(loaded.snapshot, plan, positions=False)
     started, preempted = bridge.apply_plan(queue, loaded, plan, now)
@@ -179,7 +191,7 @@ def _unchanged_since_last_plan(queue: JobQueue, version: int, now) -> bool:
         return False
     # Capacity follows hosts, which come and go without a service call; and a cheap count
     # guards against job writes that bypassed the services (and so the version).
-    if bridge.capacity_of(queue) != queue.planned_capacity:
+    if bridge.capacity_of(queue, now) != queue.planned_capacity:
         return False
     active = Job.objects.filter(job_queue_id=queue.id, status__in=ACTIVE).count()
     return active == queue.planned_active_jobs
