@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
+from datetime import UTC, datetime
 
 from django.db.models import Count, F, Max, OuterRef, Q, Subquery, Sum, Window
 from django.db.models.functions import Coalesce, Greatest, RowNumber
@@ -16,12 +17,15 @@ from quotaportal.quotas.models import (
     JobQueue,
     JobStatus,
     QuotaShare,
+    Reservation,
     ShareCapacityLimit,
     UtilizationSample,
 )
 from quotaportal.quotas.permissions import is_platform_admin, team_ids
 from scheduler import Share, Strategy
 from scheduler.positions import QueueNumbering
+from scheduler.reservations import Reservation as PlannedReservation
+from scheduler.reservations import capacity_at, changes_after
 from scheduler.utilization import share_breakdown
 
 
@@ -298,3 +302,28 @@ def queue_dashboard(queue: JobQueue, since) -> dict:
         "last_run": queue.scheduler_runs.filter(skipped=False).order_by("-started_at").first(),
         "history": utilization_history(queue, since),
     }
+
+
+def upcoming_capacity_changes(env, now, limit: int = 10) -> list[dict]:
+    """The next instants the environment's capacity changes (reservations starting or ending),
+    with the capacity per unit from then on, for the dashboard and the environment page."""
+    rows = list(
+        Reservation.objects.filter(environment=env, ends_at__gt=now).values_list(
+            "name", "capacity_unit__name", "instances", "starts_at", "ends_at"
+        )
+    )
+    windows = [
+        PlannedReservation(name, unit, n, start.timestamp(), end.timestamp())
+        for name, unit, n, start, end in rows
+    ]
+    base = bridge.environment_limits(env)
+    changes = []
+    for when, what in changes_after(windows, now.timestamp())[:limit]:
+        changes.append(
+            {
+                "time": datetime.fromtimestamp(when, UTC),
+                "what": what,
+                "capacity": capacity_at(base, windows, when),
+            }
+        )
+    return changes

@@ -1,9 +1,20 @@
 from __future__ import annotations
 
 from django.contrib.auth import views as auth_views
-from django.urls import path
+from django.urls import path, reverse_lazy
 
-from quotaportal.web.views import account, dashboard, jobs, pages, shares, whatif
+from quotaportal.web.views import (
+    account,
+    dashboard,
+    jobs,
+    manage_people,
+    manage_resources,
+    pages,
+    shares,
+    whatif,
+)
+
+people, capacity = manage_people, manage_resources
 
 urlpatterns = [
     path("", dashboard.dashboard, name="dashboard"),
@@ -33,4 +44,49 @@ urlpatterns = [
     path("what-if/<uuid:pk>/", whatif.what_if_run, name="what-if-run"),
     path("what-if/<uuid:pk>/apply/", whatif.what_if_apply, name="what-if-apply"),
     path("what-if/<uuid:pk>/discard/", whatif.what_if_discard, name="what-if-discard"),
+    # Invite links: the user chooses a password (Django's one-use password-reset token).
+    path(
+        "invite/<uidb64>/<token>/",
+        auth_views.PasswordResetConfirmView.as_view(
+            template_name="registration/invite.html", success_url=reverse_lazy("invite-done")
+        ),
+        name="invite",
+    ),
+    path(
+        "invite/done/",
+        auth_views.PasswordResetCompleteView.as_view(template_name="registration/invite_done.html"),
+        name="invite-done",
+    ),
+    # The admin console.
+    path("manage/", capacity.index, name="manage"),
+    path("manage/teams/", people.teams, name="manage-teams"),
+    path("manage/teams/<int:pk>/", people.team, name="manage-team"),
+    path("manage/teams/<int:pk>/delete/", people.team_delete, name="manage-team-delete"),
+    path(
+        "manage/teams/<int:pk>/members/<int:user_id>/remove/",
+        people.team_member_remove,
+        name="manage-member-remove",
+    ),
+    path("manage/users/", people.users, name="manage-users"),
+    path("manage/users/<int:pk>/", people.user, name="manage-user"),
+    path("manage/units/", capacity.units, name="manage-units"),
+    path("manage/units/<int:pk>/", capacity.unit, name="manage-unit"),
+    path("manage/units/<int:pk>/delete/", capacity.unit_delete, name="manage-unit-delete"),
+    path("manage/environments/", capacity.environments, name="manage-environments"),
+    path("manage/environments/<int:pk>/", capacity.environment, name="manage-environment"),
+    path(
+        "manage/environments/<int:pk>/delete/",
+        capacity.environment_delete,
+        name="manage-environment-delete",
+    ),
+    path(
+        "manage/reservations/<int:pk>/cancel/",
+        capacity.reservation_cancel,
+        name="manage-reservation-cancel",
+    ),
+    path("manage/policies/", capacity.policies, name="manage-policies"),
+    path("manage/policies/<int:pk>/delete/", capacity.policy_delete, name="manage-policy-delete"),
+    path("manage/queues/", capacity.queues, name="manage-queues"),
+    path("manage/queues/<int:pk>/", capacity.queue, name="manage-queue"),
+    path("manage/queues/<int:pk>/delete/", capacity.queue_delete, name="manage-queue-delete"),
 ]

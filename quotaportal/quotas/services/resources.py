@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 from rest_framework.authtoken.models import Token
@@ -47,8 +49,19 @@ def checked_tags(tags) -> dict:
     return tags
 
 
+TEAM_NAME = re.compile(r"[-a-zA-Z0-9_]{1,64}")  # a slug, as the REST API takes it
+
+
+def team_name_error(name) -> str | None:
+    if not isinstance(name, str) or not TEAM_NAME.fullmatch(name):
+        return "use 1 to 64 letters, digits, - or _ (no spaces)"
+    return None
+
+
 def create_team(actor, *, name: str) -> Team:
     require_admin(actor, "create teams")
+    if error := team_name_error(name):
+        raise InvalidInput({"name": error})
     return _created(actor, Team, "team", name=name)
 
 
@@ -64,8 +77,7 @@ def create_capacity_unit(
     actor, *, name: str, gpus_per_unit: int = 1, description: str = ""
 ) -> CapacityUnit:
     require_admin(actor, "create capacity units")
-    if not isinstance(gpus_per_unit, int) or gpus_per_unit < 1:
-        raise InvalidInput({"gpus_per_unit": "gpus_per_unit must be at least 1"})
+    _check_unit_fields(gpus_per_unit, description)
     return _created(
         actor,
         CapacityUnit,
@@ -74,6 +86,59 @@ def create_capacity_unit(
         gpus_per_unit=gpus_per_unit,
         description=description,
     )
+
+
+MAX_GPUS_PER_UNIT = 64  # the largest machines have 16; the column is a small integer
+
+
+def _check_unit_fields(gpus_per_unit, description) -> None:
+    if (
+        isinstance(gpus_per_unit, bool)
+        or not isinstance(gpus_per_unit, int)
+        or not 1 <= gpus_per_unit <= MAX_GPUS_PER_UNIT
+    ):
+        raise InvalidInput(
+            {"gpus_per_unit": f"gpus_per_unit must be a whole number from 1 to {MAX_GPUS_PER_UNIT}"}
+        )
+    if not isinstance(description, str) or len(description) > 200:
+        raise InvalidInput({"description": "description must be at most 200 characters"})
+
+
+@transaction.atomic
+def update_capacity_unit(
+    actor, unit: CapacityUnit, *, gpus_per_unit: int, description: str = ""
+) -> CapacityUnit:
+    require_admin(actor, "change capacity units")
+    _check_unit_fields(gpus_per_unit, description)
+    unit.gpus_per_unit, unit.description = gpus_per_unit, description
+    unit.save(update_fields=["gpus_per_unit", "description"])
+    record(
+        actor,
+        EventKind.RESOURCE_CHANGED,
+        action="updated",
+        resource="capacity unit",
+        name=unit.name,
+        gpus_per_unit=gpus_per_unit,
+    )
+    return unit
+
+
+def delete_job_queue(actor, queue: JobQueue) -> None:
+    """Refused while the queue has quota shares: deleting those terminates their jobs, which
+    an admin does share by share (DESIGN: a share is disabled before it is deleted)."""
+    require_admin(actor, "delete job queues")
+    shares = list(queue.quota_shares.order_by("name").values_list("name", flat=True))
+    if shares:
+        raise Conflict(
+            f"job queue {queue.name} still has quota shares ({', '.join(shares[:5])}); "
+            "disable and delete them first"
+        )
+    if jobs := queue.jobs.count():
+        raise Conflict(
+            f"job queue {queue.name} holds {jobs} job(s) and their history; "
+            "disable the queue instead"
+        )
+    delete_resource(actor, queue, "job queue")
 
 
 def _check_capacity(capacity_limits) -> dict[str, CapacityUnit]:

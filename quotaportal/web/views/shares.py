@@ -69,7 +69,8 @@ def share_edit(request, pk=None):
         if pk
         else None
     )
-    initial = ShareForm.initial_for(share) if share else {}
+    # A queue page's "New quota share" link names the queue to start with.
+    initial = ShareForm.initial_for(share) if share else {"job_queue": request.GET.get("job_queue")}
     form = ShareForm(request.POST or None, initial=initial, editing=share)
     if request.method == "POST" and form.is_valid():
         saved = _save(request, form, share)

@@ -1,0 +1,167 @@
+"""Forms of the admin console: field types and choices; the rules stay in the services."""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib.auth import get_user_model
+
+from quotaportal.quotas.models import (
+    Backend,
+    CapacityUnit,
+    Ordering,
+    SchedulingPolicy,
+    ServiceEnvironment,
+    State,
+    Team,
+)
+from quotaportal.quotas.services.resources import MAX_GPUS_PER_UNIT
+from quotaportal.web.forms import parse_unit_counts
+
+# AWS's rule for the names of environments, policies and queues (units may hold dots).
+RESOURCE_NAME = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}\Z"
+UNIT_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z"
+NAME_HELP = "Letters, digits, - and _ (up to 128), starting with a letter or digit."
+
+
+def _name(pattern: str = RESOURCE_NAME, help_text: str = NAME_HELP, **kwargs) -> forms.Field:
+    return forms.RegexField(
+        regex=pattern,
+        max_length=128,
+        help_text=help_text,
+        error_messages={"invalid": help_text},
+        **kwargs,
+    )
+
+
+def _choices(values) -> list[tuple[str, str]]:
+    return [(v, v) for v in values]
+
+
+class TeamForm(forms.Form):
+    name = _name(
+        r"^[-a-zA-Z0-9_]{1,64}\Z", "Up to 64 letters, digits, - or _ (no spaces).", label="Name"
+    )
+
+
+class MemberForm(forms.Form):
+    user = forms.ModelChoiceField(queryset=None, to_field_name="username")
+    role = forms.ChoiceField(
+        choices=[("member", "Member"), ("admin", "Team admin")],
+        help_text="Team admins act on every job of the team; members on their own and the team's.",
+    )
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["user"].queryset = get_user_model().objects.filter(is_active=True)
+
+
+class UserCreateForm(forms.Form):
+    username = forms.CharField(
+        max_length=150, help_text="Letters, digits and @ . + - _ (no spaces)."
+    )
+    email = forms.EmailField(required=False)
+    admin = forms.BooleanField(
+        required=False, label="Platform admin", help_text="Admins change shares and settings."
+    )
+    teams = forms.ModelMultipleChoiceField(
+        queryset=Team.objects.order_by("name"),
+        required=False,
+        to_field_name="name",
+        widget=forms.CheckboxSelectMultiple,
+    )
+
+
+class UnitForm(forms.Form):
+    name = _name(UNIT_NAME, "An instance type or GPU model: letters, digits, . - _ (up to 64).")
+    gpus_per_unit = forms.IntegerField(min_value=1, max_value=MAX_GPUS_PER_UNIT, initial=1)
+    description = forms.CharField(max_length=200, required=False)
+
+
+class UnitEditForm(UnitForm):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        del self.fields["name"]
+
+
+class CapacityField(forms.CharField):
+    """'a100=4, h100=2' as a dict; an empty value is left to the service to refuse."""
+
+    def to_python(self, value):
+        return parse_unit_counts(super().to_python(value))
+
+
+CAPACITY_HELP = "Instances per capacity unit, e.g. a100=4, h100=2."
+
+
+class EnvironmentForm(forms.Form):
+    name = _name()
+    backend = forms.ChoiceField(
+        choices=_choices(Backend.values),
+        initial=Backend.SIMULATED,
+        help_text="LOCAL runs jobs on your GPU hosts; SIMULATED only pretends (demos, what-if).",
+    )
+    capacity_limits = CapacityField(
+        label="Capacity", max_length=1000, help_text=CAPACITY_HELP, required=False
+    )
+    state = forms.ChoiceField(choices=_choices(State.values), initial=State.ENABLED)
+
+
+class EnvironmentEditForm(forms.Form):
+    capacity_limits = CapacityField(
+        label="Capacity", max_length=1000, help_text=CAPACITY_HELP, required=False
+    )
+    state = forms.ChoiceField(
+        choices=_choices(State.values),
+        help_text="A DISABLED environment starts nothing new; running jobs go on.",
+    )
+
+
+class ReservationForm(forms.Form):
+    name = _name(help_text="For example the training plan's name.")
+    capacity_unit = forms.ModelChoiceField(
+        queryset=CapacityUnit.objects.order_by("name"), to_field_name="name"
+    )
+    instances = forms.IntegerField(min_value=1, max_value=1_000_000)
+    starts_at = forms.DateTimeField(
+        label="Starts (UTC)", widget=forms.DateTimeInput(attrs={"type": "datetime-local"})
+    )
+    ends_at = forms.DateTimeField(
+        label="Ends (UTC)", widget=forms.DateTimeInput(attrs={"type": "datetime-local"})
+    )
+
+
+class PolicyForm(forms.Form):
+    name = _name()
+
+
+class QueueSettingsForm(forms.Form):
+    scheduling_policy = forms.ModelChoiceField(
+        queryset=SchedulingPolicy.objects.order_by("name"), to_field_name="name"
+    )
+    priority = forms.IntegerField(
+        min_value=0,
+        max_value=1000,
+        initial=1,
+        help_text="Queues on one environment take capacity in this order, higher first.",
+    )
+    ordering = forms.ChoiceField(
+        choices=_choices(Ordering.values),
+        help_text="STRICT: a share whose head waits starts nothing else; BEST_EFFORT lets "
+        "smaller jobs behind it start.",
+    )
+    preemption_grace_seconds = forms.IntegerField(
+        min_value=0,
+        max_value=86_400,
+        initial=30,
+        label="Preemption grace (s)",
+        help_text="Between SIGTERM and SIGKILL of a preempted job.",
+    )
+    state = forms.ChoiceField(choices=_choices(State.values), initial=State.ENABLED)
+
+
+class QueueForm(QueueSettingsForm):
+    name = _name()
+    service_environment = forms.ModelChoiceField(
+        queryset=ServiceEnvironment.objects.order_by("name"), to_field_name="name"
+    )
+    field_order = ["name", "service_environment", "scheduling_policy"]

@@ -1,0 +1,336 @@
+"""Admin console, capacity: units, service environments with their reservations, scheduling
+policies and job queues. Every write goes through the services (validated, audited)."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth import get_user_model
+from django.contrib.auth.decorators import login_required
+from django.db.models import Count
+from django.shortcuts import get_object_or_404, redirect
+from django.utils import timezone
+from django.views.decorators.http import require_POST
+
+from quotaportal.quotas import bridge, selectors, services
+from quotaportal.quotas.models import (
+    CapacityUnit,
+    JobQueue,
+    Reservation,
+    SchedulingPolicy,
+    ServiceEnvironment,
+    Team,
+)
+from quotaportal.quotas.services import reservations, resources
+from quotaportal.web.forms import unit_counts_text
+from quotaportal.web.manage_forms import (
+    EnvironmentEditForm,
+    EnvironmentForm,
+    PolicyForm,
+    QueueForm,
+    QueueSettingsForm,
+    ReservationForm,
+    UnitEditForm,
+    UnitForm,
+)
+from quotaportal.web.views.manage_common import act, page, require_admin, saved
+
+
+@login_required
+def index(request):
+    require_admin(request)
+    counts = {
+        "teams": Team.objects.count(),
+        "users": get_user_model().objects.count(),
+        "units": CapacityUnit.objects.count(),
+        "environments": ServiceEnvironment.objects.count(),
+        "policies": SchedulingPolicy.objects.count(),
+        "queues": JobQueue.objects.count(),
+    }
+    return page(request, "web/manage_index.html", {"counts": counts})
+
+
+# -- capacity units ------------------------------------------------------------------------
+
+
+@login_required
+def units(request):
+    require_admin(request)
+    form = UnitForm(request.POST or None)
+    if request.method == "POST":
+        unit = saved(
+            form,
+            lambda d: services.create_capacity_unit(
+                request.user,
+                name=d["name"],
+                gpus_per_unit=d["gpus_per_unit"],
+                description=d["description"],
+            ),
+        )
+        if unit is not None:
+            messages.success(request, f"Created capacity unit {unit.name}.")
+            return redirect("manage-units")
+    rows = CapacityUnit.objects.order_by("name")
+    return page(
+        request, "web/manage_units.html", {"units": rows, "form": form}, failed=bool(form.errors)
+    )
+
+
+@login_required
+def unit(request, pk):
+    require_admin(request)
+    unit = get_object_or_404(CapacityUnit, pk=pk)
+    initial = {"gpus_per_unit": unit.gpus_per_unit, "description": unit.description}
+    form = UnitEditForm(request.POST or None, initial=initial)
+    if request.method == "POST":
+        done = saved(
+            form,
+            lambda d: resources.update_capacity_unit(
+                request.user, unit, gpus_per_unit=d["gpus_per_unit"], description=d["description"]
+            ),
+        )
+        if done is not None:
+            messages.success(request, f"Saved capacity unit {unit.name}.")
+            return redirect("manage-units")
+    return page(
+        request, "web/manage_unit.html", {"unit": unit, "form": form}, failed=bool(form.errors)
+    )
+
+
+@require_POST
+@login_required
+def unit_delete(request, pk):
+    require_admin(request)
+    unit = get_object_or_404(CapacityUnit, pk=pk)
+    return act(
+        request,
+        lambda: services.delete_resource(request.user, unit, "capacity unit"),
+        f"Deleted capacity unit {unit.name}.",
+        "manage-units",
+    )
+
+
+# -- service environments and reservations --------------------------------------------------
+
+
+@login_required
+def environments(request):
+    require_admin(request)
+    form = EnvironmentForm(request.POST or None)
+    if request.method == "POST":
+        env = saved(
+            form,
+            lambda d: services.create_service_environment(
+                request.user,
+                name=d["name"],
+                backend=d["backend"],
+                state=d["state"],
+                capacity_limits=d["capacity_limits"],
+            ),
+        )
+        if env is not None:
+            messages.success(request, f"Created service environment {env.name}.")
+            return redirect("manage-environment", env.pk)
+    rows = ServiceEnvironment.objects.order_by("name").annotate(queue_count=Count("job_queues"))
+    for env in rows:
+        env.capacity = bridge.capacity_now(env)
+    return page(
+        request,
+        "web/manage_environments.html",
+        {"environments": rows, "form": form},
+        failed=bool(form.errors),
+    )
+
+
+@login_required
+def environment(request, pk):
+    require_admin(request)
+    env = get_object_or_404(ServiceEnvironment, pk=pk)
+    which = request.POST.get("form")
+    edit = EnvironmentEditForm(
+        request.POST if which == "edit" else None,
+        initial={
+            "capacity_limits": unit_counts_text(bridge.environment_limits(env)),
+            "state": env.state,
+        },
+        prefix="edit",
+    )
+    reserve = ReservationForm(request.POST if which == "reserve" else None, prefix="reserve")
+    if request.method == "POST":
+        if which == "edit":
+            done = saved(
+                edit,
+                lambda d: services.update_service_environment(
+                    request.user, env, capacity_limits=d["capacity_limits"], state=d["state"]
+                ),
+            )
+            message = f"Saved service environment {env.name}."
+        else:
+            done = saved(
+                reserve,
+                lambda d: reservations.create_reservation(
+                    request.user,
+                    env,
+                    name=d["name"],
+                    capacity_unit=d["capacity_unit"],
+                    instances=d["instances"],
+                    starts_at=d["starts_at"],
+                    ends_at=d["ends_at"],
+                ),
+            )
+            message = "Reserved the capacity; the scheduler sees it at the window's start."
+        if done is not None:
+            messages.success(request, message)
+            return redirect("manage-environment", env.pk)
+    return page(
+        request,
+        "web/manage_environment.html",
+        {**environment_context(env), "edit": edit, "reserve": reserve},
+        failed=request.method == "POST",
+    )
+
+
+def environment_context(env: ServiceEnvironment) -> dict:
+    now = timezone.now()
+    queues = list(env.job_queues.order_by("-priority", "name"))
+    return {
+        "env": env,
+        "capacity_now": bridge.capacity_now(env, now),
+        "base": bridge.environment_limits(env),
+        "reservations": env.reservations.select_related("capacity_unit").order_by("starts_at"),
+        "upcoming": selectors.upcoming_capacity_changes(env, now),
+        "queues": queues,
+        "overcommitted": {q.name: selectors.overcommitted_units(q) for q in queues},
+        "now": now,
+    }
+
+
+@require_POST
+@login_required
+def environment_delete(request, pk):
+    require_admin(request)
+    env = get_object_or_404(ServiceEnvironment, pk=pk)
+    outcome = act(
+        request,
+        lambda: services.delete_resource(request.user, env, "service environment"),
+        f"Deleted service environment {env.name}.",
+        "manage-environments",
+    )
+    if ServiceEnvironment.objects.filter(pk=pk).exists():
+        return redirect("manage-environment", pk)
+    return outcome
+
+
+@require_POST
+@login_required
+def reservation_cancel(request, pk):
+    require_admin(request)
+    reservation = get_object_or_404(Reservation.objects.select_related("environment"), pk=pk)
+    env_id = reservation.environment_id
+    return act(
+        request,
+        lambda: reservations.cancel_reservation(request.user, reservation),
+        f"Cancelled reservation {reservation.name}.",
+        "manage-environment",
+        env_id,
+    )
+
+
+# -- scheduling policies -------------------------------------------------------------------
+
+
+@login_required
+def policies(request):
+    require_admin(request)
+    form = PolicyForm(request.POST or None)
+    if request.method == "POST":
+        policy = saved(
+            form, lambda d: services.create_scheduling_policy(request.user, name=d["name"])
+        )
+        if policy is not None:
+            messages.success(request, f"Created scheduling policy {policy.name}.")
+            return redirect("manage-policies")
+    rows = SchedulingPolicy.objects.annotate(queue_count=Count("jobqueue")).order_by("name")
+    return page(
+        request,
+        "web/manage_policies.html",
+        {"policies": rows, "form": form},
+        failed=bool(form.errors),
+    )
+
+
+@require_POST
+@login_required
+def policy_delete(request, pk):
+    require_admin(request)
+    policy = get_object_or_404(SchedulingPolicy, pk=pk)
+    return act(
+        request,
+        lambda: services.delete_resource(request.user, policy, "scheduling policy"),
+        f"Deleted scheduling policy {policy.name}.",
+        "manage-policies",
+    )
+
+
+# -- job queues ----------------------------------------------------------------------------
+
+
+@login_required
+def queues(request):
+    require_admin(request)
+    form = QueueForm(request.POST or None)
+    if request.method == "POST":
+        queue = saved(form, lambda d: services.create_job_queue(request.user, **d))
+        if queue is not None:
+            messages.success(request, f"Created job queue {queue.name}. Now add its quota shares.")
+            return redirect("manage-queue", queue.pk)
+    rows = (
+        JobQueue.objects.select_related("service_environment", "scheduling_policy")
+        .annotate(share_count=Count("quota_shares"))
+        .order_by("name")
+    )
+    return page(
+        request, "web/manage_queues.html", {"queues": rows, "form": form}, failed=bool(form.errors)
+    )
+
+
+QUEUE_SETTINGS = ("scheduling_policy", "priority", "ordering", "preemption_grace_seconds", "state")
+
+
+@login_required
+def queue(request, pk):
+    require_admin(request)
+    queue = get_object_or_404(
+        JobQueue.objects.select_related("service_environment", "scheduling_policy"), pk=pk
+    )
+    initial = {field: getattr(queue, field) for field in QUEUE_SETTINGS}
+    form = QueueSettingsForm(request.POST or None, initial=initial)
+    if request.method == "POST":
+        done = saved(form, lambda d: services.update_job_queue(request.user, queue, **d))
+        if done is not None:
+            messages.success(request, f"Saved job queue {queue.name}.")
+            return redirect("manage-queue", queue.pk)
+    shares = queue.quota_shares.select_related("team").order_by("name")
+    context = {
+        "queue": queue,
+        "form": form,
+        "shares": shares,
+        "utilization": selectors.share_utilization(queue),
+        "overcommitted": selectors.overcommitted_units(queue),
+    }
+    return page(request, "web/manage_queue.html", context, failed=bool(form.errors))
+
+
+@require_POST
+@login_required
+def queue_delete(request, pk):
+    require_admin(request)
+    queue = get_object_or_404(JobQueue, pk=pk)
+    outcome = act(
+        request,
+        lambda: resources.delete_job_queue(request.user, queue),
+        f"Deleted job queue {queue.name}.",
+        "manage-queues",
+    )
+    if JobQueue.objects.filter(pk=pk).exists():
+        return redirect("manage-queue", pk)
+    return outcome
