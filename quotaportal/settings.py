@@ -6,10 +6,12 @@ quick start). Production sets DATABASE_URL (PostgreSQL) and REDIS_URL.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -162,6 +164,21 @@ QP_ESTIMATE_MAX_WAITING = envint("QP_ESTIMATE_MAX_WAITING", 5000)
 QP_WHATIF_IN_PROCESS = os.environ.get("QP_WHATIF_IN_PROCESS", "") == "1"
 # The Alibaba openb trace a what-if may replay (its folder or the folder above it).
 QP_TRACE_DIR = os.environ.get("QP_TRACE_DIR", str(BASE_DIR.parent / "shared" / "traces"))
+
+# Prometheus scrapes /metrics with `Authorization: Bearer $QP_METRICS_TOKEN`, or from an
+# address in QP_METRICS_ALLOWED_IPS (comma-separated addresses or networks, e.g.
+# 10.0.0.0/8,127.0.0.1). With neither set, /metrics refuses every scrape.
+QP_METRICS_TOKEN = os.environ.get("QP_METRICS_TOKEN", "")
+
+
+def _networks(text: str) -> list:
+    try:
+        return [ipaddress.ip_network(p.strip(), strict=False) for p in text.split(",") if p.strip()]
+    except ValueError as err:
+        raise ImproperlyConfigured(f"QP_METRICS_ALLOWED_IPS: {err}") from None
+
+
+QP_METRICS_ALLOWED_IPS = _networks(os.environ.get("QP_METRICS_ALLOWED_IPS", ""))
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
@@ -16,6 +17,7 @@ from quotaportal.quotas.models import (
     JobStatus,
     Ordering,
     QuotaShare,
+    Reservation,
     SchedulingPolicy,
     ServiceEnvironment,
     State,
@@ -107,6 +109,32 @@ class ServiceEnvironmentSerializer(serializers.ModelSerializer):
         data = super().to_representation(instance)
         data["capacity_limits"] = limits_to_list(instance.capacity_limits)
         return data
+
+
+class ReservationSerializer(serializers.ModelSerializer):
+    capacity_unit = NamedRef(queryset=CapacityUnit.objects.all())
+    instances = serializers.IntegerField(min_value=1, max_value=1_000_000)
+    state = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Reservation
+        fields = [
+            "name",
+            "capacity_unit",
+            "instances",
+            "starts_at",
+            "ends_at",
+            "state",
+            "fitted_at",
+        ]
+        read_only_fields = ["fitted_at"]
+        validators = []  # name uniqueness is the service's rule, with its own message
+
+    def get_state(self, reservation) -> str:
+        now = timezone.now()
+        if reservation.ends_at <= now:
+            return "OVER"
+        return "ACTIVE" if reservation.starts_at <= now else "UPCOMING"
 
 
 class TimeLimitActionSerializer(serializers.Serializer):

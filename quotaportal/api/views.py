@@ -11,6 +11,7 @@ from quotaportal.api import serializers as s
 from quotaportal.hosts import services as host_services
 from quotaportal.hosts.models import AgentToken, GpuHost
 from quotaportal.quotas import selectors, services
+from quotaportal.quotas.errors import NotFound
 from quotaportal.quotas.models import (
     CapacityUnit,
     JobAttempt,
@@ -21,6 +22,7 @@ from quotaportal.quotas.models import (
     ServiceEnvironment,
     Team,
 )
+from quotaportal.quotas.services import reservations as reservation_services
 
 NAME = r"[^/]+"
 
@@ -108,6 +110,47 @@ class ServiceEnvironmentViewSet(mixins.UpdateModelMixin, NamedViewSet):
             request.user, env, capacity_limits=limits, state=data.get("state")
         )
         return Response(self.get_serializer(self.get_object()).data)
+
+    @extend_schema(request=s.ReservationSerializer, responses=s.ReservationSerializer)
+    @action(detail=True, methods=["get", "post"], url_path="reservations")
+    def reservations(self, request, name=None):
+        """Reserved capacity for a time window (training plans). GET lists every reservation of
+        the environment; POST (admins) adds one: the scheduler sees the capacity at its start,
+        and at its end preempts what no longer fits (borrowed capacity first)."""
+        env = self.get_object()
+        if request.method == "GET":
+            rows = env.reservations.select_related("capacity_unit").order_by("starts_at")
+            return Response(s.ReservationSerializer(rows, many=True).data)
+        serializer = s.ReservationSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        created = reservation_services.create_reservation(
+            request.user,
+            env,
+            name=data["name"],
+            capacity_unit=data["capacity_unit"],
+            instances=data["instances"],
+            starts_at=data["starts_at"],
+            ends_at=data["ends_at"],
+        )
+        return Response(s.ReservationSerializer(created).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=None, responses={200: dict})
+    @action(
+        detail=True,
+        methods=["delete"],
+        url_path=r"reservations/(?P<reservation>[^/]+)",
+        url_name="reservation",
+    )
+    def cancel_reservation(self, request, name=None, reservation=None):
+        """Admins: cancel a reservation. One not started yet is deleted; an active one ends now
+        (what no longer fits is preempted at the next tick)."""
+        env = self.get_object()
+        found = env.reservations.filter(name=reservation).first()
+        if found is None:
+            raise NotFound(f"environment {env.name} has no reservation named {reservation}")
+        outcome = reservation_services.cancel_reservation(request.user, found)
+        return Response({"name": reservation, "outcome": outcome})
 
     @extend_schema(request=s.AgentTokenRequestSerializer, responses={201: dict})
     @action(detail=True, methods=["post"], url_path="agent-token")

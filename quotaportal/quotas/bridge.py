@@ -82,13 +82,15 @@ def environment_limits(env: ServiceEnvironment) -> dict[str, int]:
 
 def _plus_reserved(env: ServiceEnvironment, reservations) -> dict[str, int]:
     """Base max_capacity plus the given reservations' instances, per unit, in one query."""
-    base = EnvironmentCapacity.objects.filter(environment=env).values_list(
-        "capacity_unit__name", "max_capacity"
+    base = (
+        EnvironmentCapacity.objects.filter(environment=env)
+        .values_list("capacity_unit__name", "max_capacity")
+        .order_by()
     )
+    # Unordered: SQLite allows no ORDER BY inside a UNION (reservations sort by start).
+    extra = reservations.values_list("capacity_unit__name", "instances").order_by()
     capacity: dict[str, int] = {}
-    for unit, count in base.union(
-        reservations.values_list("capacity_unit__name", "instances"), all=True
-    ):
+    for unit, count in base.union(extra, all=True):
         capacity[unit] = capacity.get(unit, 0) + count
     return capacity
 

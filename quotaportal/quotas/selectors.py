@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 
 from django.db.models import Count, F, Max, OuterRef, Q, Subquery, Sum, Window
 from django.db.models.functions import Coalesce, Greatest, RowNumber
+from django.utils import timezone
 
 from quotaportal.quotas import bridge
 from quotaportal.quotas.models import (
@@ -72,9 +73,10 @@ def share_utilization(
 
 
 def overcommitted_units(queue: JobQueue) -> list[str]:
-    """Units whose ENABLED share limits add up to more than the environment's capacity: allowed
-    (AWS allows it), but every share cannot have its whole limit at once, so say so."""
-    capacity = bridge.environment_limits(queue.service_environment)
+    """Units whose ENABLED share limits add up to more than the environment's capacity now
+    (reservations included): allowed (AWS allows it), but every share cannot have its whole
+    limit at once, so say so."""
+    capacity = bridge.capacity_now(queue.service_environment)
     totals = dict(
         ShareCapacityLimit.objects.filter(share__job_queue=queue, share__state="ENABLED")
         .values_list("capacity_unit__name")
@@ -224,7 +226,7 @@ def share_job_counts(queue: JobQueue) -> dict[int, dict[str, int]]:
 
 
 def recent_preemptions(queue: JobQueue, limit: int = 8):
-    kinds = ("preempted_cross_share", "preempted_in_share")
+    kinds = ("preempted_cross_share", "preempted_in_share", "preempted_capacity")
     return list(
         Event.objects.filter(job_queue=queue, kind__in=kinds)
         .select_related("job", "share")
@@ -301,6 +303,7 @@ def queue_dashboard(queue: JobQueue, since) -> dict:
         "preemptions": recent_preemptions(queue),
         "last_run": queue.scheduler_runs.filter(skipped=False).order_by("-started_at").first(),
         "history": utilization_history(queue, since),
+        "upcoming": upcoming_capacity_changes(queue.service_environment, timezone.now(), 3),
     }
 
 
@@ -312,6 +315,8 @@ def upcoming_capacity_changes(env, now, limit: int = 10) -> list[dict]:
             "name", "capacity_unit__name", "instances", "starts_at", "ends_at"
         )
     )
+    if not rows:
+        return []
     windows = [
         PlannedReservation(name, unit, n, start.timestamp(), end.timestamp())
         for name, unit, n, start, end in rows

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from quotaportal.quotas.models.audit import Event, EventKind, SchedulerRun, UtilizationSample
+from quotaportal.quotas.models.audit import (
+    TICK_BUCKETS,
+    TICK_SKIPPED,
+    Event,
+    EventKind,
+    SchedulerRun,
+    TickStat,
+    UtilizationSample,
+)
 from quotaportal.quotas.models.jobs import (
     ACTIVE,
     DISPATCHED,
@@ -31,6 +39,9 @@ from quotaportal.quotas.models.resources import (
 from quotaportal.quotas.models.whatif import WhatIf, WhatIfSource, WhatIfStatus
 
 __all__ = [
+    "TICK_BUCKETS",
+    "TICK_SKIPPED",
+    "TickStat",
     "ACTIVE",
     "DISPATCHED",
     "FINAL",

@@ -79,6 +79,27 @@ class SchedulerRun(models.Model):
         ]
 
 
+# Upper bounds (seconds) of the tick-duration histogram's buckets, as Prometheus writes them.
+TICK_BUCKETS = ("0.005", "0.01", "0.025", "0.05", "0.1", "0.25", "0.5", "1", "2.5", "5", "10")
+TICK_SKIPPED = "skipped"  # a tick that found another holding its environment's lock
+
+
+class TickStat(models.Model):
+    """Cumulative tick counts per queue and duration bucket (one row per bucket, "+Inf" and
+    "skipped" included), so /metrics serves counters that never go back when scheduler runs
+    are pruned. Each tick adds one to one row."""
+
+    job_queue = models.ForeignKey(JobQueue, on_delete=models.CASCADE, related_name="tick_stats")
+    bucket = models.CharField(max_length=8)
+    count = models.BigIntegerField(default=0)
+    seconds = models.FloatField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["job_queue", "bucket"], name="tick_stat_unique"),
+        ]
+
+
 class UtilizationSample(models.Model):
     """Instances in use per share and unit at a moment, for the dashboard's history chart.
 

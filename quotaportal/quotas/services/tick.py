@@ -24,8 +24,8 @@ import time
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import Q
+from django.db import IntegrityError, transaction
+from django.db.models import F, Q
 from django.utils import timezone
 
 from quotaportal.quotas import bridge, wakeups
@@ -33,11 +33,14 @@ from quotaportal.quotas.backends import backend_for
 from quotaportal.quotas.locks import lock_environment, try_lock_environment
 from quotaportal.quotas.models import (
     ACTIVE,
+    TICK_BUCKETS,
+    TICK_SKIPPED,
     Job,
     JobQueue,
     Reservation,
     SchedulerRun,
     State,
+    TickStat,
     UtilizationSample,
 )
 from quotaportal.quotas.services.lifecycle import (
@@ -84,6 +87,7 @@ def run_environment_tick(
                 runs[asked_by] = SchedulerRun.objects.create(
                     job_queue_id=asked_by, started_at=now, skipped=True
                 )
+                count_tick(asked_by, TICK_SKIPPED, 0.0)
             return runs
         queues = (
             JobQueue.objects.select_related("service_environment")
@@ -113,21 +117,49 @@ def _tick_queue(queue: JobQueue, now, fit_units: set[str] = frozenset()) -> Sche
             outcome = _tick_locked(queue, now, fit_units)
     except InvariantViolation as err:
         log.error("tick of queue %s produced an invalid plan, nothing applied: %s", queue.id, err)
-        return SchedulerRun.objects.create(
-            job_queue=queue,
-            started_at=now,
-            error=f"invalid plan, nothing applied: {err}",
-            duration_ms=(time.perf_counter() - started) * 1000,
+        return _recorded(
+            SchedulerRun(job_queue=queue, error=f"invalid plan, nothing applied: {err}"),
+            now,
+            started,
         )
     dispatched, preempted = outcome or (0, 0)
-    return SchedulerRun.objects.create(
+    run = SchedulerRun(
         job_queue=queue,
-        started_at=now,
         dispatched=dispatched,
         preempted=preempted,
         replanned=outcome is not None,
-        duration_ms=(time.perf_counter() - started) * 1000,
     )
+    return _recorded(run, now, started)
+
+
+def _recorded(run: SchedulerRun, now, started: float) -> SchedulerRun:
+    seconds = time.perf_counter() - started
+    run.started_at, run.duration_ms = now, seconds * 1000
+    run.save(force_insert=True)
+    count_tick(run.job_queue_id, bucket_of(seconds), seconds)
+    return run
+
+
+def bucket_of(seconds: float) -> str:
+    """The tick-duration histogram bucket a tick falls in (Prometheus: `le`)."""
+    return next((b for b in TICK_BUCKETS if seconds <= float(b)), "+Inf")
+
+
+def count_tick(queue_id: int, bucket: str, seconds: float) -> None:
+    """Add one tick to the queue's cumulative counters (for /metrics)."""
+    updated = TickStat.objects.filter(job_queue_id=queue_id, bucket=bucket).update(
+        count=F("count") + 1, seconds=F("seconds") + seconds
+    )
+    if not updated:
+        try:
+            with transaction.atomic():
+                TickStat.objects.create(
+                    job_queue_id=queue_id, bucket=bucket, count=1, seconds=seconds
+                )
+        except IntegrityError:  # a concurrent first tick of this bucket made the row
+            TickStat.objects.filter(job_queue_id=queue_id, bucket=bucket).update(
+                count=F("count") + 1, seconds=F("seconds") + seconds
+            )
 
 
 def _tick_locked(queue: JobQueue, now, fit_units: set[str]) -> tuple[int, int] | None:
