@@ -177,3 +177,16 @@ def test_ticks_are_asked_for_at_the_window_and_the_loop_wakes_for_it(
     # Without Celery the embedded loop sleeps no longer than until the window starts.
     assert reservations.next_capacity_change(now) == start
     assert SchedulerLoop(period=2.0).pause() <= 1.0
+
+
+def test_a_job_waiting_for_reserved_capacity_is_expected_when_the_window_opens(people):
+    from quotaportal.quotas.services import estimates
+
+    env, queues = two_queues(people.admin, capacity=2)
+    now = timezone.now().replace(microsecond=0)
+    opens = now + timedelta(hours=2)
+    reserve(people.admin, env, opens, opens + timedelta(hours=5), now=now)
+    (job,) = put(queues["hi"], 1, 3, "big")
+    services.run_tick(queues["hi"].id, now=now)
+    estimates.refresh_estimates(queues["hi"], now)
+    assert Job.objects.get(pk=job.pk).estimated_start_at == opens

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from django.conf import settings
 from django.utils import timezone
 
-from quotaportal.quotas import bridge
+from quotaportal.quotas import bridge, selectors
 from quotaportal.quotas.models import ACTIVE, Job, JobQueue, JobStatus, State
 from scheduler.simulate import QueueConfig, Running, WorkJob
 from scheduler.simulate.estimate import ASSUMPTION, Durations, estimate_starts
@@ -68,9 +68,36 @@ def refresh_estimates(queue: JobQueue, now: datetime | None = None) -> int:
         )
     waiting.sort(key=lambda w: (-w.priority, w.submit_s, w.id))
     considered = waiting[: settings.QP_ESTIMATE_MAX_WAITING]
-    config = QueueConfig(queue.name, snapshot.capacity, snapshot.shares, snapshot.ordering)
+    config = QueueConfig(
+        queue.name,
+        snapshot.capacity,
+        snapshot.shares,
+        snapshot.ordering,
+        capacity_changes=_reserved_changes(queue, snapshot.capacity, now),
+    )
     starts = estimate_starts(config, running, considered, now.timestamp()) if considered else {}
     return _store(queue, starts)
+
+
+def _reserved_changes(queue: JobQueue, capacity: dict, now: datetime) -> tuple:
+    """The queue's capacity at each upcoming reservation start or end, so a job waiting for
+    reserved capacity is expected when its window opens. The environment's change applies to
+    what this queue sees now (other queues' use is taken as it is)."""
+    env = queue.service_environment
+    upcoming = selectors.upcoming_capacity_changes(env, now, limit=50)
+    if not upcoming:
+        return ()
+    env_now = bridge.capacity_now(env, now)
+    return tuple(
+        (
+            change["time"].timestamp(),
+            {
+                unit: max(0, capacity.get(unit, 0) + total - env_now.get(unit, 0))
+                for unit, total in change["capacity"].items()
+            },
+        )
+        for change in upcoming
+    )
 
 
 def _job_details(queue: JobQueue) -> dict[str, tuple]:
