@@ -294,3 +294,21 @@ def test_limits_above_capacity_are_warned_about_on_the_queue_and_environment(adm
         reverse("manage-environment", args=[fleet.env.pk]),
     ):
         assert "limits on a100 total 4 on 3 instance" in admin_client.get(url).content.decode()
+
+
+def test_the_dashboard_shows_the_next_capacity_changes(admin_client, people, fleet):
+    from quotaportal.quotas.services import reservations
+
+    now = timezone.now()
+    reservations.create_reservation(
+        people.admin,
+        fleet.env,
+        name="h2-plan",
+        capacity_unit="a100",
+        instances=4,
+        starts_at=now + timedelta(hours=1),
+        ends_at=now + timedelta(hours=9),
+    )
+    page = admin_client.get(reverse("dashboard")).content.decode()
+    assert "+4 a100 (h2-plan starts)" in page
+    assert "-4 a100 (h2-plan ends)" in page
