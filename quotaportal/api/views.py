@@ -123,15 +123,8 @@ class ServiceEnvironmentViewSet(mixins.UpdateModelMixin, NamedViewSet):
             return Response(s.ReservationSerializer(rows, many=True).data)
         serializer = s.ReservationSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        data = serializer.validated_data
         created = reservation_services.create_reservation(
-            request.user,
-            env,
-            name=data["name"],
-            capacity_unit=data["capacity_unit"],
-            instances=data["instances"],
-            starts_at=data["starts_at"],
-            ends_at=data["ends_at"],
+            request.user, env, **serializer.validated_data
         )
         return Response(s.ReservationSerializer(created).data, status=status.HTTP_201_CREATED)
 

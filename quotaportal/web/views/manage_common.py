@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from django.contrib import messages
+from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.shortcuts import redirect, render
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
 
 from quotaportal.quotas.errors import Conflict, Forbidden, InvalidInput, ServiceError
 from quotaportal.quotas.permissions import is_platform_admin
@@ -49,3 +51,22 @@ def act(request, call: Callable[[], object], done: str, back: str, *args):
         return redirect(back, *args)
     messages.success(request, done)
     return redirect(back, *args)
+
+
+def deleter(model, kind: str, delete: Callable, listed: str, detail: str | None = None):
+    """A POST view deleting one `model` row through `delete(actor, obj)`: back to the list
+    when done, or, refused (with the service's reason), to the object's page when it has one."""
+
+    @require_POST
+    @login_required
+    def view(request, pk):
+        require_admin(request)
+        obj = get_object_or_404(model, pk=pk)
+        outcome = act(
+            request, lambda: delete(request.user, obj), f"Deleted {kind} {obj.name}.", listed
+        )
+        if detail and model.objects.filter(pk=pk).exists():
+            return redirect(detail, pk)
+        return outcome
+
+    return view

@@ -19,7 +19,7 @@ from quotaportal.quotas import services
 from quotaportal.quotas.models import Membership, Team
 from quotaportal.quotas.services import accounts
 from quotaportal.web.manage_forms import MemberForm, TeamForm, UserCreateForm
-from quotaportal.web.views.manage_common import act, page, require_admin, saved
+from quotaportal.web.views.manage_common import act, deleter, page, require_admin, saved
 
 
 @login_required
@@ -96,20 +96,7 @@ def team_member_remove(request, pk, user_id):
     )
 
 
-@require_POST
-@login_required
-def team_delete(request, pk):
-    require_admin(request)
-    team = get_object_or_404(Team, pk=pk)
-    outcome = act(
-        request,
-        lambda: accounts.delete_team(request.user, team),
-        f"Deleted team {team.name}.",
-        "manage-teams",
-    )
-    if Team.objects.filter(pk=pk).exists():  # refused: stay on the team's page with the reason
-        return redirect("manage-team", pk)
-    return outcome
+team_delete = deleter(Team, "team", accounts.delete_team, "manage-teams", "manage-team")
 
 
 def invite_days() -> int:

@@ -32,7 +32,7 @@ from quotaportal.web.manage_forms import (
     UnitEditForm,
     UnitForm,
 )
-from quotaportal.web.views.manage_common import act, page, require_admin, saved
+from quotaportal.web.views.manage_common import act, deleter, page, require_admin, saved
 
 
 @login_required
@@ -96,17 +96,12 @@ def unit(request, pk):
     )
 
 
-@require_POST
-@login_required
-def unit_delete(request, pk):
-    require_admin(request)
-    unit = get_object_or_404(CapacityUnit, pk=pk)
-    return act(
-        request,
-        lambda: services.delete_resource(request.user, unit, "capacity unit"),
-        f"Deleted capacity unit {unit.name}.",
-        "manage-units",
-    )
+unit_delete = deleter(
+    CapacityUnit,
+    "capacity unit",
+    lambda actor, unit: services.delete_resource(actor, unit, "capacity unit"),
+    "manage-units",
+)
 
 
 # -- service environments and reservations --------------------------------------------------
@@ -167,15 +162,7 @@ def environment(request, pk):
         else:
             done = saved(
                 reserve,
-                lambda d: reservations.create_reservation(
-                    request.user,
-                    env,
-                    name=d["name"],
-                    capacity_unit=d["capacity_unit"],
-                    instances=d["instances"],
-                    starts_at=d["starts_at"],
-                    ends_at=d["ends_at"],
-                ),
+                lambda d: reservations.create_reservation(request.user, env, **d),
             )
             message = "Reserved the capacity; the scheduler sees it at the window's start."
         if done is not None:
@@ -204,20 +191,13 @@ def environment_context(env: ServiceEnvironment) -> dict:
     }
 
 
-@require_POST
-@login_required
-def environment_delete(request, pk):
-    require_admin(request)
-    env = get_object_or_404(ServiceEnvironment, pk=pk)
-    outcome = act(
-        request,
-        lambda: services.delete_resource(request.user, env, "service environment"),
-        f"Deleted service environment {env.name}.",
-        "manage-environments",
-    )
-    if ServiceEnvironment.objects.filter(pk=pk).exists():
-        return redirect("manage-environment", pk)
-    return outcome
+environment_delete = deleter(
+    ServiceEnvironment,
+    "service environment",
+    lambda actor, env: services.delete_resource(actor, env, "service environment"),
+    "manage-environments",
+    "manage-environment",
+)
 
 
 @require_POST
@@ -258,17 +238,12 @@ def policies(request):
     )
 
 
-@require_POST
-@login_required
-def policy_delete(request, pk):
-    require_admin(request)
-    policy = get_object_or_404(SchedulingPolicy, pk=pk)
-    return act(
-        request,
-        lambda: services.delete_resource(request.user, policy, "scheduling policy"),
-        f"Deleted scheduling policy {policy.name}.",
-        "manage-policies",
-    )
+policy_delete = deleter(
+    SchedulingPolicy,
+    "scheduling policy",
+    lambda actor, policy: services.delete_resource(actor, policy, "scheduling policy"),
+    "manage-policies",
+)
 
 
 # -- job queues ----------------------------------------------------------------------------
@@ -320,17 +295,6 @@ def queue(request, pk):
     return page(request, "web/manage_queue.html", context, failed=bool(form.errors))
 
 
-@require_POST
-@login_required
-def queue_delete(request, pk):
-    require_admin(request)
-    queue = get_object_or_404(JobQueue, pk=pk)
-    outcome = act(
-        request,
-        lambda: resources.delete_job_queue(request.user, queue),
-        f"Deleted job queue {queue.name}.",
-        "manage-queues",
-    )
-    if JobQueue.objects.filter(pk=pk).exists():
-        return redirect("manage-queue", pk)
-    return outcome
+queue_delete = deleter(
+    JobQueue, "job queue", resources.delete_job_queue, "manage-queues", "manage-queue"
+)
