@@ -40,6 +40,22 @@ def page(request, template: str, context: dict, *, failed: bool = False):
     return render(request, template, context, status=400 if failed else 200)
 
 
+def succeed(request, message: str, to: str, *args):
+    messages.success(request, message)
+    return redirect(to, *args)
+
+
+def list_with_form(request, form, create, done, template: str, context: Callable[[], dict]):
+    """A console list page with its creation form. A POST creates through `create(cleaned
+    data)` and answers `done(created)`; a GET, or a refusal shown next to the fields, renders
+    `template` with `context()` and the form."""
+    if request.method == "POST":
+        created = saved(form, create)
+        if created is not None:
+            return done(created)
+    return page(request, template, {**context(), "form": form}, failed=request.method == "POST")
+
+
 def act(request, call: Callable[[], object], done: str, back: str, *args):
     """A POST button (no form fields): run it, say what happened, go back."""
     try:

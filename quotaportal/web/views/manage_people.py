@@ -19,27 +19,34 @@ from quotaportal.quotas import services
 from quotaportal.quotas.models import Membership, Team
 from quotaportal.quotas.services import accounts
 from quotaportal.web.manage_forms import MemberForm, TeamForm, UserCreateForm
-from quotaportal.web.views.manage_common import act, deleter, page, require_admin, saved
+from quotaportal.web.views.manage_common import (
+    act,
+    deleter,
+    list_with_form,
+    page,
+    require_admin,
+    saved,
+    succeed,
+)
 
 
 @login_required
 def teams(request):
     require_admin(request)
-    form = TeamForm(request.POST or None)
-    if request.method == "POST":
-        team = saved(form, lambda d: services.create_team(request.user, name=d["name"]))
-        if team is not None:
-            messages.success(request, f"Created team {team.name}. Add its members below.")
-            return redirect("manage-team", team.pk)
-    rows = Team.objects.annotate(
-        member_count=Count("membership", distinct=True),
-        share_count=Count("quota_shares", distinct=True),
-    ).order_by("name")
-    return page(
+    return list_with_form(
         request,
+        TeamForm(request.POST or None),
+        lambda d: services.create_team(request.user, **d),
+        lambda team: succeed(
+            request, f"Created team {team.name}. Add its members below.", "manage-team", team.pk
+        ),
         "web/manage_teams.html",
-        {"teams": rows, "form": form},
-        failed=request.method == "POST",
+        lambda: {
+            "teams": Team.objects.annotate(
+                member_count=Count("membership", distinct=True),
+                share_count=Count("quota_shares", distinct=True),
+            ).order_by("name")
+        },
     )
 
 

@@ -32,7 +32,15 @@ from quotaportal.web.manage_forms import (
     UnitEditForm,
     UnitForm,
 )
-from quotaportal.web.views.manage_common import act, deleter, page, require_admin, saved
+from quotaportal.web.views.manage_common import (
+    act,
+    deleter,
+    list_with_form,
+    page,
+    require_admin,
+    saved,
+    succeed,
+)
 
 
 @login_required
@@ -55,23 +63,13 @@ def index(request):
 @login_required
 def units(request):
     require_admin(request)
-    form = UnitForm(request.POST or None)
-    if request.method == "POST":
-        unit = saved(
-            form,
-            lambda d: services.create_capacity_unit(
-                request.user,
-                name=d["name"],
-                gpus_per_unit=d["gpus_per_unit"],
-                description=d["description"],
-            ),
-        )
-        if unit is not None:
-            messages.success(request, f"Created capacity unit {unit.name}.")
-            return redirect("manage-units")
-    rows = CapacityUnit.objects.order_by("name")
-    return page(
-        request, "web/manage_units.html", {"units": rows, "form": form}, failed=bool(form.errors)
+    return list_with_form(
+        request,
+        UnitForm(request.POST or None),
+        lambda d: services.create_capacity_unit(request.user, **d),
+        lambda unit: succeed(request, f"Created capacity unit {unit.name}.", "manage-units"),
+        "web/manage_units.html",
+        lambda: {"units": CapacityUnit.objects.order_by("name")},
     )
 
 
@@ -110,30 +108,25 @@ unit_delete = deleter(
 @login_required
 def environments(request):
     require_admin(request)
-    form = EnvironmentForm(request.POST or None)
-    if request.method == "POST":
-        env = saved(
-            form,
-            lambda d: services.create_service_environment(
-                request.user,
-                name=d["name"],
-                backend=d["backend"],
-                state=d["state"],
-                capacity_limits=d["capacity_limits"],
-            ),
-        )
-        if env is not None:
-            messages.success(request, f"Created service environment {env.name}.")
-            return redirect("manage-environment", env.pk)
-    rows = ServiceEnvironment.objects.order_by("name").annotate(queue_count=Count("job_queues"))
+    return list_with_form(
+        request,
+        EnvironmentForm(request.POST or None),
+        lambda d: services.create_service_environment(request.user, **d),
+        lambda env: succeed(
+            request, f"Created service environment {env.name}.", "manage-environment", env.pk
+        ),
+        "web/manage_environments.html",
+        lambda: {"environments": _environments_with_capacity()},
+    )
+
+
+def _environments_with_capacity() -> list:
+    rows = list(
+        ServiceEnvironment.objects.order_by("name").annotate(queue_count=Count("job_queues"))
+    )
     for env in rows:
         env.capacity = bridge.capacity_now(env)
-    return page(
-        request,
-        "web/manage_environments.html",
-        {"environments": rows, "form": form},
-        failed=bool(form.errors),
-    )
+    return rows
 
 
 @login_required
@@ -221,20 +214,19 @@ def reservation_cancel(request, pk):
 @login_required
 def policies(request):
     require_admin(request)
-    form = PolicyForm(request.POST or None)
-    if request.method == "POST":
-        policy = saved(
-            form, lambda d: services.create_scheduling_policy(request.user, name=d["name"])
-        )
-        if policy is not None:
-            messages.success(request, f"Created scheduling policy {policy.name}.")
-            return redirect("manage-policies")
-    rows = SchedulingPolicy.objects.annotate(queue_count=Count("jobqueue")).order_by("name")
-    return page(
+    return list_with_form(
         request,
+        PolicyForm(request.POST or None),
+        lambda d: services.create_scheduling_policy(request.user, **d),
+        lambda policy: succeed(
+            request, f"Created scheduling policy {policy.name}.", "manage-policies"
+        ),
         "web/manage_policies.html",
-        {"policies": rows, "form": form},
-        failed=bool(form.errors),
+        lambda: {
+            "policies": SchedulingPolicy.objects.annotate(queue_count=Count("jobqueue")).order_by(
+                "name"
+            )
+        },
     )
 
 
@@ -252,19 +244,22 @@ policy_delete = deleter(
 @login_required
 def queues(request):
     require_admin(request)
-    form = QueueForm(request.POST or None)
-    if request.method == "POST":
-        queue = saved(form, lambda d: services.create_job_queue(request.user, **d))
-        if queue is not None:
-            messages.success(request, f"Created job queue {queue.name}. Now add its quota shares.")
-            return redirect("manage-queue", queue.pk)
-    rows = (
-        JobQueue.objects.select_related("service_environment", "scheduling_policy")
-        .annotate(share_count=Count("quota_shares"))
-        .order_by("name")
-    )
-    return page(
-        request, "web/manage_queues.html", {"queues": rows, "form": form}, failed=bool(form.errors)
+    return list_with_form(
+        request,
+        QueueForm(request.POST or None),
+        lambda d: services.create_job_queue(request.user, **d),
+        lambda queue: succeed(
+            request,
+            f"Created job queue {queue.name}. Now add its quota shares.",
+            "manage-queue",
+            queue.pk,
+        ),
+        "web/manage_queues.html",
+        lambda: {
+            "queues": JobQueue.objects.select_related("service_environment", "scheduling_policy")
+            .annotate(share_count=Count("quota_shares"))
+            .order_by("name")
+        },
     )
 
 
