@@ -25,7 +25,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -155,6 +155,8 @@ class QueueSimulation:
         self.by_share: dict[str, dict[str, Job]] = defaultdict(dict)
         # Kept up to date by _use so a snapshot folds idle shares without walking them all.
         self.borrowing: dict[str, set[str]] = {}  # share -> units it uses above its limit
+        # (share, unit) -> priority -> dispatched jobs: may an in-share head preempt anyone?
+        self.priorities: dict[tuple[str, str], Counter] = defaultdict(Counter)
         self.reserving = [s for s in self.config.shares if s.reserves_idle]
         self.reserve_limits_total: dict[str, int] = defaultdict(int)
         for share in self.reserving:
@@ -340,7 +342,10 @@ class QueueSimulation:
             self.dirty = True
             self.touched = None
         elif job_id in self.dispatched:
-            job = self.dispatched[job_id]._replace(priority=priority)
+            old = self.dispatched[job_id]
+            job = old._replace(priority=priority)
+            self._count_priority((job.share, job.unit), old.priority, -1)
+            self._count_priority((job.share, job.unit), priority, +1)
             self.dispatched[job_id] = self.by_share[job.share][job_id] = job
             self.dirty = True  # it may now be a victim for a waiting job, or no longer one
             self.touched = None
@@ -348,6 +353,13 @@ class QueueSimulation:
     def _touch(self, unit: str) -> None:
         if self.touched is not None:
             self.touched.add(unit)
+
+    def _touch_share(self, job: Job) -> None:
+        """The job's unit moved and its share's head may have changed: touch the unit and
+        every unit the share has jobs waiting on."""
+        self._touch(job.unit)
+        for _, unit, _ in (key for key in self.share_classes[job.share] if self.classes[key]):
+            self._touch(unit)
 
     # -- ticks ---------------------------------------------------------------------------------
 
@@ -368,7 +380,7 @@ class QueueSimulation:
                     f"{list(plan.dispatched_ids)[:5]}"
                 )
             return
-        if self.fast and touched and not self.preempted_last_tick:
+        if self.fast and touched:
             snapshot, plan = self._plan_touched(touched)
         else:
             snapshot = self._snapshot()
@@ -382,8 +394,9 @@ class QueueSimulation:
     def _plan_touched(self, touched: set[str]) -> tuple[Snapshot, Plan]:
         """Plan only the shares with a job waiting on a unit that changed.
 
-        Since the last tick (which preempted nothing) only jobs ended or leading jobs arrived
-        on `touched` units. Every other share's waiting jobs are on units whose ledger did not
+        Since the last tick only jobs ended, leading jobs arrived, jobs started or victims of
+        the last tick's preemptions went back to waiting on `touched` units (whose shares'
+        other units are touched too, their heads may have changed). Every other share's waiting jobs are on units whose ledger did not
         move, so they are as blocked as they were, and stay so while the plan only starts jobs
         on touched units without preempting anyone. A plan that does more is made again over
         every share.
@@ -413,7 +426,7 @@ class QueueSimulation:
         borrowed = {u for held in self.borrowing.values() for u in held}
         if units is None:
             classes = self.classes
-            victims_needed = True
+            reclaim_units = None  # any borrower may lose jobs
         else:
             planned = set().union(*(self.waiting_shares[u].keys() for u in units))
             if self.config.ordering is Ordering.STRICT:
@@ -421,18 +434,18 @@ class QueueSimulation:
                 planned = {n for n in planned if self._head_may_start(n, units, borrowed)}
             classes = {key: self.classes[key] for s in planned for key in self.share_classes[s]}
             # Borrowers' jobs matter only as victims of a share below its limit on their unit.
-            victims_needed = any(
-                self.usage.get((name, unit), 0) < limit
+            reclaim_units = {
+                unit
                 for name in planned
                 for unit, limit in self.shares[name].limits.items()
-                if unit in borrowed
-            )
+                if unit in borrowed and self.usage.get((name, unit), 0) < limit
+            }
         for (_, unit, quantity), keys in classes.items():
             if keys:
                 jobs.extend(
                     runnable[key[2]] for key in keys[: self.capacity.get(unit, 0) // quantity + 1]
                 )
-        return self._with_passive_shares_folded(jobs, victims_needed)
+        return self._with_passive_shares_folded(jobs, reclaim_units)
 
     def _head_may_start(self, name: str, units: set[str], borrowed: set[str]) -> bool:
         """Could the share's head start this tick? Only by fitting the free capacity, by
@@ -463,13 +476,15 @@ class QueueSimulation:
         if unit in borrowed and used + head.quantity <= share.limit(unit):
             return True
         return share.in_share_preemption and any(
-            job.unit == unit and job.priority < head.priority
-            for job in self.by_share[name].values()
+            priority < head.priority for priority in self.priorities.get((name, unit), ())
         )
 
-    def _with_passive_shares_folded(self, runnable: list[Job], victims_needed: bool) -> Snapshot:
-        """The snapshot with every share that has no job waiting (and, unless
-        `victims_needed` says a borrower's job may be reclaimed, borrowers too) folded into two
+    def _with_passive_shares_folded(
+        self, runnable: list[Job], reclaim_units: set[str] | None
+    ) -> Snapshot:
+        """The snapshot with every share that has no job waiting (and borrowers that cannot
+        lose a job: none of their borrowed units is in `reclaim_units`, where a planned share
+        below its limit may take capacity back; None means every unit) folded into two
         stand-ins: one holding the reserving shares' limits and use (their idle capacity stays
         reserved), one holding the others' use. No such share can start a job or lose one, so
         only their totals matter to the plan."""
@@ -477,18 +492,29 @@ class QueueSimulation:
         # A borrower stays itself when it may lose jobs, and a reserving share above its limit
         # always (summed into the stand-in it would understate the idle capacity reserved).
         keep |= {
-            name for name in self.borrowing if victims_needed or self.shares[name].reserves_idle
+            name
+            for name, units in self.borrowing.items()
+            if self._reclaimable(units, reclaim_units) or self.shares[name].reserves_idle
         }
         jobs = runnable
         shares = []
         reserve_limits = dict(self.reserve_limits_total)
         reserve_used = dict(self.reserve_used_total)
         lend_used = dict(self.lend_used_total)
+        waiting = {job.share for job in runnable}
         for name in keep:
             share = self.shares[name]
             shares.append(share)
             mine = self.by_share[name]
-            jobs.extend(mine.values())
+            if self._may_lose_jobs(name, name in waiting, reclaim_units):
+                jobs.extend(mine.values())
+            else:
+                # Only its use counts: one stand-in per unit instead of each job.
+                jobs.extend(
+                    _stand_in(name, unit, n)
+                    for unit in self.capacity
+                    if (n := self.usage.get((name, unit), 0))
+                )
             if share.reserves_idle:
                 for unit, limit in share.limits.items():
                     reserve_limits[unit] -= limit
@@ -504,6 +530,19 @@ class QueueSimulation:
             )
             jobs.extend(_stand_in(FOLDED_LEND, u, n) for u, n in lend_used.items() if n)
         return Snapshot(dict(self.capacity), tuple(shares), tuple(jobs), self.config.ordering)
+
+    def _may_lose_jobs(self, name: str, waiting: bool, reclaim_units: set[str] | None) -> bool:
+        """Could a plan preempt one of the share's jobs: for its own waiting head (in-share
+        preemption), or to take back what it borrows?"""
+        if waiting and self.shares[name].in_share_preemption:
+            return True
+        return self._reclaimable(self.borrowing.get(name, ()), reclaim_units)
+
+    @staticmethod
+    def _reclaimable(borrowed_units, reclaim_units: set[str] | None) -> bool:
+        if reclaim_units is None:
+            return bool(borrowed_units)
+        return not reclaim_units.isdisjoint(borrowed_units)
 
     def _apply_plan(self, plan: Plan) -> None:
         preempted_any = False
@@ -523,9 +562,7 @@ class QueueSimulation:
             # has a new head, which may reclaim on another unit than this one. The live tick
             # too plans again after any change.
             self.dirty = True
-            self._touch(job.unit)
-            for _, unit, _ in (key for key in self.share_classes[job.share] if self.classes[key]):
-                self._touch(unit)
+            self._touch_share(job)
             if self.tick_s:
                 self.unlaunched.add(job.id)
             elif dispatch.preempted and self.config.grace_s > 0:
@@ -543,6 +580,8 @@ class QueueSimulation:
         self.outcomes[job_id].preemptions.append((self.now, kind.value))
         self.run.preemptions[kind.value] += 1
         self._enqueue(job._replace(dispatched_at=None))
+        # The victim waits again on its unit and may now head its share: plan them next.
+        self._touch_share(job)
 
     def _launch_unlaunched(self) -> None:
         """Fixed tick: what the last tick dispatched runs from this one (a SIMULATED backend)."""
@@ -592,6 +631,7 @@ class QueueSimulation:
     def _use(self, job: Job, sign: int) -> None:
         key = (job.share, job.unit)
         self._settle(key)
+        self._count_priority(key, job.priority, sign)
         delta = sign * job.quantity
         used = self.usage[key] = self.usage[key] + delta
         self.total[job.unit] += delta
@@ -608,6 +648,12 @@ class QueueSimulation:
             borrowed_units.discard(job.unit)
             if not borrowed_units:
                 del self.borrowing[job.share]
+
+    def _count_priority(self, key: tuple[str, str], priority: int, sign: int) -> None:
+        counts = self.priorities[key]
+        counts[priority] += sign
+        if not counts[priority]:
+            del counts[priority]
 
     def _settle(self, key: tuple[str, str]) -> None:
         """Add the share's use of the unit since its last change to the time integrals."""
