@@ -396,9 +396,10 @@ class QueueSimulation:
 
         Since the last tick only jobs ended, leading jobs arrived, jobs started or victims of
         the last tick's preemptions went back to waiting on `touched` units (whose shares'
-        other units are touched too, their heads may have changed). Every other share's waiting jobs are on units whose ledger did not
-        move, so they are as blocked as they were, and stay so while the plan only starts jobs
-        on touched units without preempting anyone. A plan that does more is made again over
+        other units are touched too: their heads may have changed). Every other share's
+        waiting jobs are on units whose ledger did not move, so they are as blocked as they
+        were, and stay so while the plan only starts jobs on touched units without preempting
+        anyone. A plan that does more is made again over
         every share.
         """
         snapshot = self._snapshot(touched)
