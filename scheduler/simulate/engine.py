@@ -179,7 +179,16 @@ class QueueSimulation:
         self.share_classes: dict[str, set] = defaultdict(set)
         # unit -> share -> its waiting jobs on the unit (which shares a touched unit concerns)
         self.waiting_shares: dict[str, dict[str, int]] = defaultdict(dict)
-        self.heads: dict[str, tuple] = {}  # share -> its first waiting job's key, when known
+        # Each share's first waiting job (its head), and per unit the shares heading there:
+        # a tick looks only at the heads on the units that changed.
+        self.heads: dict[str, tuple] = {}  # share -> its head's order key
+        self.heads_on: dict[str, dict[str, Job]] = defaultdict(dict)  # unit -> share -> head
+        self.runnable_units: dict[str, str] = {}  # share -> the unit its head is on
+        # Shares whose head may start with less free capacity than it needs: a RESERVE share
+        # (its own idle capacity) or one with in-share preemption.
+        self.special = {
+            s.name for s in self.config.shares if s.reserves_idle or s.in_share_preemption
+        }
         self.dirty = False
         self.preempted_last_tick = False
         # Units whose capacity freed or that gained a leading job since the last tick; None
@@ -303,12 +312,8 @@ class QueueSimulation:
         """Could the job be its share's next to start (STRICT looks at nothing else)?"""
         if self.config.ordering is Ordering.BEST_EFFORT or not self.fast:
             return True
-        key = (-job.priority, job.created_at, job.id)
-        for class_key in self.share_classes[job.share]:
-            keys = self.classes[class_key]
-            if keys and keys[0] < key:
-                return False
-        return True
+        head = self.heads.get(job.share)
+        return head is None or (-job.priority, job.created_at, job.id) < head
 
     def _enqueue(self, job: Job) -> None:
         self.runnable[job.id] = job
@@ -317,8 +322,8 @@ class QueueSimulation:
         self.share_classes[job.share].add(class_key)
         key = (-job.priority, job.created_at, job.id)
         head = self.heads.get(job.share)
-        if head is not None and key < head:
-            self.heads[job.share] = key
+        if head is None or key < head:
+            self._set_head(job.share, job)
         shares = self.waiting_shares[job.unit]
         shares[job.share] = shares.get(job.share, 0) + 1
 
@@ -328,11 +333,21 @@ class QueueSimulation:
         key = (-job.priority, job.created_at, job.id)
         del keys[bisect.bisect_left(keys, key)]
         if self.heads.get(job.share) == key:
-            del self.heads[job.share]
+            firsts = [keys[0] for c in self.share_classes[job.share] if (keys := self.classes[c])]
+            self._set_head(job.share, self.runnable[min(firsts)[2]] if firsts else None)
         shares = self.waiting_shares[job.unit]
         shares[job.share] -= 1
         if not shares[job.share]:
             del shares[job.share]
+
+    def _set_head(self, name: str, job: Job | None) -> None:
+        old = self.heads.pop(name, None)
+        if old is not None:
+            del self.heads_on[self.runnable_units[name]][name]
+        if job is not None:
+            self.heads[name] = (-job.priority, job.created_at, job.id)
+            self.heads_on[job.unit][name] = job
+            self.runnable_units[name] = job.unit
 
     def _change_priority(self, job_id: str, priority: int) -> None:
         if job_id in self.runnable:
@@ -404,8 +419,19 @@ class QueueSimulation:
         """
         snapshot = self._snapshot(touched)
         plan = plan_tick(snapshot, self.now, explain=False)
+        units = {job.id: job for job in snapshot.jobs}
+        if plan.preemptions:
+            # A victim may free more than its preemptor needs, and the rest may go to a share
+            # whose head did not fit before: plan again, counting what the victims free.
+            # The victims' shares have room under their ceilings again: plan them too.
+            freed: dict[str, int] = defaultdict(int)
+            victims = {units[p.job_id] for p in plan.preemptions}
+            for victim in victims:
+                freed[victim.unit] += victim.quantity
+            snapshot = self._snapshot(touched, freed, {v.share for v in victims})
+            plan = plan_tick(snapshot, self.now, explain=False)
         units = {job.id: job.unit for job in snapshot.jobs}
-        if plan.preemptions or any(units[d.job_id] not in touched for d in plan.dispatches):
+        if any(units[d.job_id] not in touched for d in plan.dispatches):
             self.run.replans += 1
             snapshot = self._snapshot()
             return snapshot, plan_tick(snapshot, self.now, explain=False)
@@ -415,8 +441,12 @@ class QueueSimulation:
                 raise SkipWasWrong(f"planning only {sorted(touched)} at {self.now} differs")
         return snapshot, plan
 
-    def _snapshot(self, units: set[str] | None = None) -> Snapshot:
-        """What the planner sees; with `units`, only the shares with a job waiting on one."""
+    def _snapshot(
+        self, units: set[str] | None = None, freed: dict | None = None, also: set = frozenset()
+    ) -> Snapshot:
+        """What the planner sees; with `units`, only the shares with a job waiting on one
+        (under STRICT ordering only those whose head may start, with `freed` instances more
+        free per unit than now, and the shares in `also` that have jobs waiting)."""
         if not self.fast:
             jobs = (*self.dispatched.values(), *self.runnable.values())
             return Snapshot(
@@ -429,10 +459,12 @@ class QueueSimulation:
             classes = self.classes
             reclaim_units = None  # any borrower may lose jobs
         else:
-            planned = set().union(*(self.waiting_shares[u].keys() for u in units))
             if self.config.ordering is Ordering.STRICT:
                 # A STRICT share starts nothing unless its head can.
-                planned = {n for n in planned if self._head_may_start(n, units, borrowed)}
+                planned = self._heads_that_may_start(units, borrowed, freed or {})
+                planned |= {name for name in also if name in self.heads}
+            else:
+                planned = set().union(*(self.waiting_shares[u].keys() for u in units))
             classes = {key: self.classes[key] for s in planned for key in self.share_classes[s]}
             # Borrowers' jobs matter only as victims of a share below its limit on their unit.
             reclaim_units = {
@@ -448,33 +480,44 @@ class QueueSimulation:
                 )
         return self._with_passive_shares_folded(jobs, reclaim_units)
 
-    def _head_may_start(self, name: str, units: set[str], borrowed: set[str]) -> bool:
-        """Could the share's head start this tick? Only by fitting the free capacity, by
-        reclaiming within its limit from a borrower, or by preempting a lower-priority job of
-        its own; else it is as blocked as at the last tick (a head on an unchanged unit is)."""
-        key = self.heads.get(name)
-        if key is None:
-            firsts = [keys[0] for c in self.share_classes[name] if (keys := self.classes[c])]
-            if not firsts:
-                return False
-            key = self.heads[name] = min(firsts)
-        head = self.runnable[key[2]]
-        unit = head.unit
-        if unit not in units:
-            return False
+    def _heads_that_may_start(
+        self, units: set[str], borrowed: set[str], freed: dict[str, int]
+    ) -> set[str]:
+        """Shares whose head, on one of `units`, could start this tick: by fitting the free
+        capacity (plus what `freed` says preemptions free), by reclaiming within its limit
+        from a borrower, or by preempting a lower-priority job of its own. Every other share
+        is as blocked as at the last tick (a head on an unchanged unit is)."""
+        planned = set()
+        for unit in units:
+            heads = self.heads_on.get(unit)
+            if not heads:
+                continue
+            # At most what is free less the idle capacity reserving shares hold (summed over
+            # them, which can only overstate what is left: a share above its limit holds none).
+            free = self.capacity.get(unit, 0) - self.total.get(unit, 0)
+            free -= max(0, self.reserve_limits_total[unit] - self.reserve_used_total[unit])
+            free += freed.get(unit, 0)
+            may_reclaim = unit in borrowed
+            special = self.special
+            for name, head in heads.items():
+                if (
+                    head.quantity <= free or may_reclaim or name in special
+                ) and self._head_may_start(name, head, free, may_reclaim):
+                    planned.add(name)
+        return planned
+
+    def _head_may_start(self, name: str, head: Job, free: int, may_reclaim: bool) -> bool:
         share = self.shares[name]
+        unit = head.unit
         used = self.usage.get((name, unit), 0)
-        # At most what is free less the idle capacity reserving shares hold (summed over
-        # them, which can only overstate what is left: a share above its limit holds none).
-        available = self.capacity.get(unit, 0) - self.total.get(unit, 0)
-        available -= max(0, self.reserve_limits_total[unit] - self.reserve_used_total[unit])
+        available = free
         if share.reserves_idle:
             available += max(0, share.limit(unit) - used)
         ceiling = share.ceiling(unit)
         fits_ceiling = ceiling is None or used + head.quantity <= ceiling
         if fits_ceiling and head.quantity <= available:
             return True
-        if unit in borrowed and used + head.quantity <= share.limit(unit):
+        if may_reclaim and used + head.quantity <= share.limit(unit):
             return True
         return share.in_share_preemption and any(
             priority < head.priority for priority in self.priorities.get((name, unit), ())
