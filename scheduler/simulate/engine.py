@@ -155,9 +155,11 @@ class QueueSimulation:
         self.by_share: dict[str, dict[str, Job]] = defaultdict(dict)
         # Kept up to date by _use so a snapshot folds idle shares without walking them all.
         self.borrowing: dict[str, set[str]] = {}  # share -> units it uses above its limit
+        self.borrowers_on: dict[str, set[str]] = defaultdict(set)  # unit -> those shares
         # (share, unit) -> priority -> dispatched jobs: may an in-share head preempt anyone?
         self.priorities: dict[tuple[str, str], Counter] = defaultdict(Counter)
         self.reserving = [s for s in self.config.shares if s.reserves_idle]
+        self.reserving_names = {s.name for s in self.reserving}
         self.reserve_limits_total: dict[str, int] = defaultdict(int)
         for share in self.reserving:
             for unit, limit in share.limits.items():
@@ -184,11 +186,10 @@ class QueueSimulation:
         self.heads: dict[str, tuple] = {}  # share -> its head's order key
         self.heads_on: dict[str, dict[str, Job]] = defaultdict(dict)  # unit -> share -> head
         self.runnable_units: dict[str, str] = {}  # share -> the unit its head is on
-        # Shares whose head may start with less free capacity than it needs: a RESERVE share
-        # (its own idle capacity) or one with in-share preemption.
-        self.special = {
-            s.name for s in self.config.shares if s.reserves_idle or s.in_share_preemption
-        }
+        # Shares whose head may start with less free capacity than it needs: by preempting a
+        # lower-priority job of their own (a RESERVE share's own idle capacity is the other
+        # way, see reserving_names).
+        self.in_share_names = {s.name for s in self.config.shares if s.in_share_preemption}
         self.dirty = False
         self.preempted_last_tick = False
         # Units whose capacity freed or that gained a leading job since the last tick; None
@@ -498,13 +499,18 @@ class QueueSimulation:
             free -= max(0, self.reserve_limits_total[unit] - self.reserve_used_total[unit])
             free += freed.get(unit, 0)
             may_reclaim = unit in borrowed
-            special = self.special
             for name, head in heads.items():
-                if (
-                    head.quantity <= free or may_reclaim or name in special
-                ) and self._head_may_start(name, head, free, may_reclaim):
+                if head.quantity <= free or may_reclaim or name in self.reserving_names:
+                    if self._head_may_start(name, head, free, may_reclaim):
+                        planned.add(name)
+                elif name in self.in_share_names and self._may_preempt_own(name, head):
                     planned.add(name)
         return planned
+
+    def _may_preempt_own(self, name: str, head: Job) -> bool:
+        """Runs the share a job of lower priority than its head on the head's unit?"""
+        running = self.priorities.get((name, head.unit))
+        return bool(running) and min(running) < head.priority
 
     def _head_may_start(self, name: str, head: Job, free: int, may_reclaim: bool) -> bool:
         share = self.shares[name]
@@ -519,9 +525,7 @@ class QueueSimulation:
             return True
         if may_reclaim and used + head.quantity <= share.limit(unit):
             return True
-        return share.in_share_preemption and any(
-            priority < head.priority for priority in self.priorities.get((name, unit), ())
-        )
+        return share.in_share_preemption and self._may_preempt_own(name, head)
 
     def _with_passive_shares_folded(
         self, runnable: list[Job], reclaim_units: set[str] | None
@@ -535,11 +539,12 @@ class QueueSimulation:
         keep = {job.share for job in runnable}
         # A borrower stays itself when it may lose jobs, and a reserving share above its limit
         # always (summed into the stand-in it would understate the idle capacity reserved).
-        keep |= {
-            name
-            for name, units in self.borrowing.items()
-            if self._reclaimable(units, reclaim_units) or self.shares[name].reserves_idle
-        }
+        if reclaim_units is None:
+            keep.update(self.borrowing)
+        else:
+            for unit in reclaim_units:
+                keep |= self.borrowers_on[unit]
+            keep.update(n for n in self.borrowing if n in self.reserving_names)
         jobs = runnable
         shares = []
         reserve_limits = dict(self.reserve_limits_total)
@@ -688,8 +693,10 @@ class QueueSimulation:
             if borrowed_units is None:
                 borrowed_units = self.borrowing[job.share] = set()
             borrowed_units.add(job.unit)
+            self.borrowers_on[job.unit].add(job.share)
         elif borrowed_units is not None:
             borrowed_units.discard(job.unit)
+            self.borrowers_on[job.unit].discard(job.share)
             if not borrowed_units:
                 del self.borrowing[job.share]
 
