@@ -37,6 +37,8 @@ from scheduler.simulate.workload import QueueWorkload, WorkJob
 # Event kinds, in the order they apply within one instant.
 CAPACITY, START, END, ARRIVAL, PRIORITY = range(5)
 SAME_INSTANT_RETICKS = 20  # bounds a chain of preemptions at one instant
+# How often a narrow plan may widen to what it turned out to need before every share is planned.
+WIDENINGS = 4
 
 
 FOLDED_RESERVE = "~idle reserving shares"
@@ -414,25 +416,34 @@ class QueueSimulation:
         the last tick's preemptions went back to waiting on `touched` units (whose shares'
         other units are touched too: their heads may have changed). Every other share's
         waiting jobs are on units whose ledger did not move, so they are as blocked as they
-        were, and stay so while the plan only starts jobs on touched units without preempting
-        anyone. A plan that does more is made again over
-        every share.
+        were, and stay so unless the plan itself changes their unit. So the plan is widened
+        until it needs nothing it was not given: a victim may free more than its preemptor
+        needs (the rest may go to a head that did not fit before, or to the victim's own
+        share, now further below its ceiling), and a share may go on to start a job on
+        another unit (whose heads are then looked at too). After a few widenings, every share.
         """
-        snapshot = self._snapshot(touched)
-        plan = plan_tick(snapshot, self.now, explain=False)
-        units = {job.id: job for job in snapshot.jobs}
-        if plan.preemptions:
-            # A victim may free more than its preemptor needs, and the rest may go to a share
-            # whose head did not fit before: plan again, counting what the victims free.
-            # The victims' shares have room under their ceilings again: plan them too.
-            freed: dict[str, int] = defaultdict(int)
-            victims = {units[p.job_id] for p in plan.preemptions}
-            for victim in victims:
-                freed[victim.unit] += victim.quantity
-            snapshot = self._snapshot(touched, freed, {v.share for v in victims})
+        freed: dict[str, int] = {}
+        also: set[str] = set()
+        for _ in range(WIDENINGS):
+            snapshot = self._snapshot(touched, freed, also)
             plan = plan_tick(snapshot, self.now, explain=False)
-        units = {job.id: job.unit for job in snapshot.jobs}
-        if any(units[d.job_id] not in touched for d in plan.dispatches):
+            jobs = {job.id: job for job in snapshot.jobs}
+            victims = [jobs[p.job_id] for p in plan.preemptions]
+            needs: dict[str, int] = defaultdict(int)
+            for victim in victims:
+                needs[victim.unit] += victim.quantity
+            elsewhere = {jobs[d.job_id].unit for d in plan.dispatches} - touched
+            victim_shares = {victim.share for victim in victims}
+            if (
+                not elsewhere
+                and victim_shares <= also
+                and all(n <= freed.get(unit, 0) for unit, n in needs.items())
+            ):
+                break
+            freed = {u: max(needs.get(u, 0), freed.get(u, 0)) for u in {*needs, *freed}}
+            also |= victim_shares
+            touched = touched | elsewhere
+        else:
             self.run.replans += 1
             snapshot = self._snapshot()
             return snapshot, plan_tick(snapshot, self.now, explain=False)
