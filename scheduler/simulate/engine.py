@@ -510,11 +510,18 @@ class QueueSimulation:
             free -= max(0, self.reserve_limits_total[unit] - self.reserve_used_total[unit])
             free += freed.get(unit, 0)
             may_reclaim = unit in borrowed
+            usage, shares = self.usage, self.shares
             for name, head in heads.items():
-                if head.quantity <= free or may_reclaim or name in self.reserving_names:
+                if head.quantity <= free or name in self.reserving_names:
                     if self._head_may_start(name, head, free, may_reclaim):
                         planned.add(name)
-                elif name in self.in_share_names and self._may_preempt_own(name, head):
+                # Too big for what is free: only a reclaim within its limit, or preempting a
+                # lower-priority job of its own, could start it.
+                elif (
+                    may_reclaim
+                    and usage.get((name, unit), 0) + head.quantity
+                    <= shares[name].limits.get(unit, 0)
+                ) or (name in self.in_share_names and self._may_preempt_own(name, head)):
                     planned.add(name)
         return planned
 
