@@ -496,9 +496,9 @@ class QueueSimulation:
         self, units: set[str], borrowed: set[str], freed: dict[str, int]
     ) -> set[str]:
         """Shares whose head, on one of `units`, could start this tick: by fitting the free
-        capacity (plus what `freed` says preemptions free), by reclaiming within its limit
-        from a borrower, or by preempting a lower-priority job of its own. Every other share
-        is as blocked as at the last tick (a head on an unchanged unit is)."""
+        capacity (plus what `freed` says preemptions free), by taking capacity back within
+        its limit from a borrower, or by preempting a lower-priority job of its own. Every
+        other share is as blocked as at the last tick (a head on an unchanged unit is)."""
         planned = set()
         for unit in units:
             heads = self.heads_on.get(unit)
