@@ -424,9 +424,15 @@ class QueueSimulation:
         """
         freed: dict[str, int] = {}
         also: set[str] = set()
+        # Borrowers' jobs are left out (as mere use) until the plan shows a share that might
+        # have taken capacity back from them: most ticks need no victims at all.
+        with_victims = self.config.ordering is not Ordering.STRICT
         for _ in range(WIDENINGS):
-            snapshot = self._snapshot(touched, freed, also)
+            snapshot = self._snapshot(touched, freed, also, with_victims)
             plan = plan_tick(snapshot, self.now, explain=False)
+            if not with_victims and self._may_reclaim_after(snapshot, plan):
+                with_victims = True
+                continue
             jobs = {job.id: job for job in snapshot.jobs}
             victims = [jobs[p.job_id] for p in plan.preemptions]
             needs: dict[str, int] = defaultdict(int)
@@ -454,11 +460,16 @@ class QueueSimulation:
         return snapshot, plan
 
     def _snapshot(
-        self, units: set[str] | None = None, freed: dict | None = None, also: set = frozenset()
+        self,
+        units: set[str] | None = None,
+        freed: dict | None = None,
+        also: set = frozenset(),
+        with_victims: bool = True,
     ) -> Snapshot:
         """What the planner sees; with `units`, only the shares with a job waiting on one
         (under STRICT ordering only those whose head may start, with `freed` instances more
-        free per unit than now, and the shares in `also` that have jobs waiting)."""
+        free per unit than now, and the shares in `also` that have jobs waiting), and unless
+        `with_victims`, no borrower's jobs as possible victims."""
         if not self.fast:
             jobs = (*self.dispatched.values(), *self.runnable.values())
             return Snapshot(
@@ -483,7 +494,7 @@ class QueueSimulation:
                 unit
                 for name in planned
                 for unit, limit in self.shares[name].limits.items()
-                if unit in borrowed and self.usage.get((name, unit), 0) < limit
+                if with_victims and unit in borrowed and self.usage.get((name, unit), 0) < limit
             }
         for (_, unit, quantity), keys in classes.items():
             if keys:
@@ -491,6 +502,37 @@ class QueueSimulation:
                     runnable[key[2]] for key in keys[: self.capacity.get(unit, 0) // quantity + 1]
                 )
         return self._with_passive_shares_folded(jobs, reclaim_units)
+
+    def _may_reclaim_after(self, snapshot: Snapshot, plan: Plan) -> bool:
+        """Planned without borrowers' jobs, could the plan have differed? Only where a head
+        within its limit on a unit someone borrows did not simply fit: it is left waiting,
+        or it preempted (a stand-in, or its own share's job) where a reclaim from the real
+        borrowers' jobs would have started it."""
+        borrowed = {u for held in self.borrowing.values() for u in held}
+        if not borrowed:
+            return False
+        # A head that could not take capacity back may have preempted in its own share
+        # instead (step 2), where a reclaim would have started it in step 1.
+        if plan.preemptions:
+            jobs = {job.id: job for job in snapshot.jobs}
+            if any(jobs[d.job_id].unit in borrowed for d in plan.dispatches if d.preempted):
+                return True
+        started = {d.job_id for d in plan.dispatches}
+        added: dict[tuple[str, str], int] = defaultdict(int)
+        heads: dict[str, tuple] = {}
+        for job in snapshot.jobs:
+            if job.id in started:
+                added[job.share, job.unit] += job.quantity
+            elif job.dispatched_at is None:
+                key = (-job.priority, job.created_at, job.id, job)
+                if job.share not in heads or key < heads[job.share]:
+                    heads[job.share] = key
+        for name, (*_, head) in heads.items():
+            if head.unit in borrowed:
+                used = self.usage.get((name, head.unit), 0) + added[name, head.unit]
+                if used + head.quantity <= self.shares[name].limits.get(head.unit, 0):
+                    return True
+        return False
 
     def _heads_that_may_start(
         self, units: set[str], borrowed: set[str], freed: dict[str, int]
