@@ -28,11 +28,7 @@ def capacity_at(
     base: Mapping[str, int], reservations: Iterable[Reservation], now: float
 ) -> dict[str, int]:
     """Base capacity plus the reservations active at `now`, per unit."""
-    capacity = dict(base)
-    for reservation in reservations:
-        if reservation.active(now):
-            capacity[reservation.unit] = capacity.get(reservation.unit, 0) + reservation.instances
-    return capacity
+    return _plus(base, (r for r in reservations if r.active(now)))
 
 
 def most_capacity(
@@ -43,10 +39,13 @@ def most_capacity(
     A submitted job is refused only when it could never fit; one that fits only while a
     reservation is active waits for it.
     """
+    return _plus(base, (r for r in reservations if r.end > now))
+
+
+def _plus(base: Mapping[str, int], reservations: Iterable[Reservation]) -> dict[str, int]:
     capacity = dict(base)
     for reservation in reservations:
-        if reservation.end > now:
-            capacity[reservation.unit] = capacity.get(reservation.unit, 0) + reservation.instances
+        capacity[reservation.unit] = capacity.get(reservation.unit, 0) + reservation.instances
     return capacity
 
 

@@ -40,13 +40,17 @@ class VictimPool:
             self._sorted.add(unit)
         return jobs
 
-    def _of_share(self, unit: str, share: str) -> list[Job]:
+    def _groups(self, unit: str) -> dict[str, list[Job]]:
+        """The unit's jobs per share, each in victim order."""
         if unit not in self._by_share:
             grouped: dict[str, list[Job]] = defaultdict(list)
             for job in self._in_order(unit):
                 grouped[job.share].append(job)
             self._by_share[unit] = grouped
-        return self._by_share[unit].get(share, [])
+        return self._by_share[unit]
+
+    def _of_share(self, unit: str, share: str) -> list[Job]:
+        return self._groups(unit).get(share, [])
 
     def discard(self, job: Job) -> None:
         self._gone.add(job.id)
@@ -119,7 +123,7 @@ class VictimPool:
     def _from_share_furthest_over(self, ledger, unit, left, taken) -> Job:
         remaining = {
             name: [j for j in jobs if j.id not in taken and j.id not in self._gone]
-            for name, jobs in self._grouped(unit).items()
+            for name, jobs in self._groups(unit).items()
         }
 
         def over(name: str) -> tuple:
@@ -129,10 +133,6 @@ class VictimPool:
 
         name = max((n for n, jobs in remaining.items() if jobs), key=over)
         return remaining[name][0]
-
-    def _grouped(self, unit: str) -> dict[str, list[Job]]:
-        self._of_share(unit, "")
-        return self._by_share[unit]
 
     def in_share(self, ledger: Ledger, share: Share, head: Job) -> list[Job] | None:
         """In-share: strictly lower-priority jobs of the share whose removal lets the head start."""
