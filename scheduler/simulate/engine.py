@@ -430,10 +430,10 @@ class QueueSimulation:
         for _ in range(WIDENINGS):
             snapshot = self._snapshot(touched, freed, also, with_victims)
             plan = plan_tick(snapshot, self.now, explain=False)
-            if not with_victims and self._may_reclaim_after(snapshot, plan):
+            jobs = {job.id: job for job in snapshot.jobs}
+            if not with_victims and self._may_reclaim_after(jobs, plan):
                 with_victims = True
                 continue
-            jobs = {job.id: job for job in snapshot.jobs}
             victims = [jobs[p.job_id] for p in plan.preemptions]
             needs: dict[str, int] = defaultdict(int)
             for victim in victims:
@@ -477,7 +477,7 @@ class QueueSimulation:
             )
         jobs: list[Job] = []
         runnable = self.runnable
-        borrowed = {u for held in self.borrowing.values() for u in held}
+        borrowed = self._borrowed_units()
         if units is None:
             classes = self.classes
             reclaim_units = None  # any borrower may lose jobs
@@ -503,24 +503,25 @@ class QueueSimulation:
                 )
         return self._with_passive_shares_folded(jobs, reclaim_units)
 
-    def _may_reclaim_after(self, snapshot: Snapshot, plan: Plan) -> bool:
+    def _borrowed_units(self) -> set[str]:
+        return {unit for unit, names in self.borrowers_on.items() if names}
+
+    def _may_reclaim_after(self, jobs: dict[str, Job], plan: Plan) -> bool:
         """Planned without borrowers' jobs, could the plan have differed? Only where a head
         within its limit on a unit someone borrows did not simply fit: it is left waiting,
         or it preempted (a stand-in, or its own share's job) where a reclaim from the real
         borrowers' jobs would have started it."""
-        borrowed = {u for held in self.borrowing.values() for u in held}
+        borrowed = self._borrowed_units()
         if not borrowed:
             return False
         # A head that could not take capacity back may have preempted in its own share
         # instead (step 2), where a reclaim would have started it in step 1.
-        if plan.preemptions:
-            jobs = {job.id: job for job in snapshot.jobs}
-            if any(jobs[d.job_id].unit in borrowed for d in plan.dispatches if d.preempted):
-                return True
+        if any(jobs[d.job_id].unit in borrowed for d in plan.dispatches if d.preempted):
+            return True
         started = {d.job_id for d in plan.dispatches}
         added: dict[tuple[str, str], int] = defaultdict(int)
         heads: dict[str, tuple] = {}
-        for job in snapshot.jobs:
+        for job in jobs.values():
             if job.id in started:
                 added[job.share, job.unit] += job.quantity
             elif job.dispatched_at is None:
@@ -552,19 +553,11 @@ class QueueSimulation:
             free -= max(0, self.reserve_limits_total[unit] - self.reserve_used_total[unit])
             free += freed.get(unit, 0)
             may_reclaim = unit in borrowed
-            usage, shares = self.usage, self.shares
-            for name, head in heads.items():
-                if head.quantity <= free or name in self.reserving_names:
-                    if self._head_may_start(name, head, free, may_reclaim):
-                        planned.add(name)
-                # Too big for what is free: only a reclaim within its limit, or preempting a
-                # lower-priority job of its own, could start it.
-                elif (
-                    may_reclaim
-                    and usage.get((name, unit), 0) + head.quantity
-                    <= shares[name].limits.get(unit, 0)
-                ) or (name in self.in_share_names and self._may_preempt_own(name, head)):
-                    planned.add(name)
+            planned.update(
+                name
+                for name, head in heads.items()
+                if self._head_may_start(name, head, free, may_reclaim)
+            )
         return planned
 
     def _may_preempt_own(self, name: str, head: Job) -> bool:
