@@ -147,6 +147,10 @@ QP_TICK_SECONDS = envint("QP_TICK_SECONDS", 2)
 # The AWS-compatible endpoint names resources with ARNs of this region and account.
 QP_AWS_REGION = os.environ.get("QP_AWS_REGION", "us-east-1")
 QP_AWS_ACCOUNT_ID = os.environ.get("QP_AWS_ACCOUNT_ID", "000000000000")
+# AWS_BATCH environments: at most this many AWS API calls per queue tick (the rest waits for
+# the next tick), and how often the mirrored configuration is compared for drift.
+QP_AWS_MAX_CALLS_PER_TICK = envint("QP_AWS_MAX_CALLS_PER_TICK", 60)
+QP_AWS_CONFIG_SECONDS = envint("QP_AWS_CONFIG_SECONDS", 30)
 QP_HOST_TIMEOUT = envint("QP_HOST_TIMEOUT", 30)
 # Enqueue a tick right after a submit, priority change, termination or job end.
 QP_IMMEDIATE_TICKS = envbool("QP_IMMEDIATE_TICKS", True)

@@ -101,14 +101,57 @@ class ServiceEnvironmentSerializer(serializers.ModelSerializer):
     backend = serializers.ChoiceField(choices=Backend.choices, default=Backend.SIMULATED)
     state = serializers.ChoiceField(choices=State.choices, default=State.ENABLED)
 
+    region = serializers.CharField(max_length=32, required=False, allow_blank=True)
+    endpoint_url = serializers.CharField(
+        max_length=256,
+        required=False,
+        allow_blank=True,
+        help_text="AWS_BATCH: where boto3 sends its calls; empty for AWS's own endpoint.",
+    )
+    aws_profile = serializers.CharField(
+        max_length=64,
+        required=False,
+        allow_blank=True,
+        help_text=(
+            "AWS_BATCH: a profile of the AWS config files; empty for boto3's default "
+            "credential chain (environment, instance role). No secret is ever stored."
+        ),
+    )
+    aws_sync = serializers.SerializerMethodField(
+        help_text="AWS_BATCH: last successful sync, last error, failures in a row (else null)."
+    )
+
     class Meta:
         model = ServiceEnvironment
-        fields = ["name", "backend", "state", "region", "capacity_limits"]
+        fields = [
+            "name",
+            "backend",
+            "state",
+            "region",
+            "endpoint_url",
+            "aws_profile",
+            "capacity_limits",
+            "aws_sync",
+        ]
 
     def to_representation(self, instance):
         data = super().to_representation(instance)
         data["capacity_limits"] = limits_to_list(instance.capacity_limits)
         return data
+
+    @extend_schema_field(OpenApiTypes.OBJECT)
+    def get_aws_sync(self, env):
+        state = getattr(env, "aws_sync", None) if env.backend == Backend.AWS_BATCH else None
+        if state is None:
+            return None
+        stamp = serializers.DateTimeField().to_representation
+        return {
+            "last_success_at": stamp(state.last_success_at) if state.last_success_at else None,
+            "last_error": state.last_error or None,
+            "last_error_at": stamp(state.last_error_at) if state.last_error_at else None,
+            "failures_in_a_row": state.failures,
+            "calls_last_tick": state.last_calls,
+        }
 
 
 class ReservationSerializer(serializers.ModelSerializer):
@@ -273,6 +316,7 @@ JOB_STATE_FIELDS = [
     "started_at",
     "stopped_at",
     "is_terminated",
+    "aws",
 ]
 
 
@@ -317,6 +361,15 @@ class JobSerializer(serializers.ModelSerializer):
         )
     )
 
+    aws = serializers.SerializerMethodField(
+        help_text=(
+            "Jobs of AWS_BATCH environments: AWS's job id (null until pushed), AWS's status, "
+            "the place AWS gives it among the queue's first RUNNABLE jobs and whether it heads "
+            "its quota share. AWS schedules these jobs: pending_reason is the portal's "
+            "prediction from the pulled state. Null for other backends."
+        )
+    )
+
     class Meta:
         model = Job
         validators = []  # client_token reuse is idempotency, handled by the service
@@ -345,6 +398,19 @@ class JobSerializer(serializers.ModelSerializer):
 
     def get_position_in_queue(self, job) -> int | None:
         return self._position(job, 1)
+
+    @extend_schema_field(OpenApiTypes.OBJECT)
+    def get_aws(self, job):
+        if job.job_queue.service_environment.backend != Backend.AWS_BATCH:
+            return None
+        remote = getattr(job, "remote", None)
+        return {
+            "job_id": remote.aws_job_id if remote else None,
+            "status": remote.aws_status if remote else None,
+            "queue_position": remote.queue_position if remote else None,
+            "heads_its_share": remote.share_head if remote else False,
+            "pending_reason_is_predicted": True,
+        }
 
     @extend_schema_field(OpenApiTypes.DATETIME)
     def get_estimated_start_at(self, job):

@@ -79,9 +79,11 @@ class SchedulingPolicyViewSet(NamedViewSet):
 
 
 class ServiceEnvironmentViewSet(mixins.UpdateModelMixin, NamedViewSet):
-    queryset = ServiceEnvironment.objects.prefetch_related(
-        "capacity_limits__capacity_unit"
-    ).order_by("name")
+    queryset = (
+        ServiceEnvironment.objects.prefetch_related("capacity_limits__capacity_unit")
+        .select_related("aws_sync")
+        .order_by("name")
+    )
     serializer_class = s.ServiceEnvironmentSerializer
     kind_name = "service environment"
     http_method_names = ["get", "post", "patch", "delete", "head", "options"]
@@ -93,6 +95,8 @@ class ServiceEnvironmentViewSet(mixins.UpdateModelMixin, NamedViewSet):
             backend=data["backend"],
             state=data["state"],
             region=data.get("region", ""),
+            endpoint_url=data.get("endpoint_url", ""),
+            aws_profile=data.get("aws_profile", ""),
             capacity_limits=s.limits_to_dict(data["capacity_limits"]),
         )
 
@@ -101,13 +105,21 @@ class ServiceEnvironmentViewSet(mixins.UpdateModelMixin, NamedViewSet):
         serializer = self.get_serializer(env, data=request.data, partial=True)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        if set(data) - {"capacity_limits", "state"}:
+        connection = {"region", "endpoint_url", "aws_profile"}
+        if set(data) - {"capacity_limits", "state", *connection}:
             raise serializers.ValidationError(
-                {"detail": "only capacity_limits and state can be changed"}
+                {
+                    "detail": "only capacity_limits, state, region, endpoint_url and "
+                    "aws_profile can be changed"
+                }
             )
         limits = s.limits_to_dict(data["capacity_limits"]) if "capacity_limits" in data else None
         services.update_service_environment(
-            request.user, env, capacity_limits=limits, state=data.get("state")
+            request.user,
+            env,
+            capacity_limits=limits,
+            state=data.get("state"),
+            **{key: data[key] for key in connection if key in data},
         )
         return Response(self.get_serializer(self.get_object()).data)
 
@@ -262,8 +274,10 @@ class JobViewSet(
     http_method_names = ["get", "post", "patch", "head", "options"]
 
     def get_queryset(self):
-        jobs = selectors.visible_jobs(self.request.user).prefetch_related(
-            "attempts__host", "attempts__placements__host"
+        jobs = (
+            selectors.visible_jobs(self.request.user)
+            .select_related("remote")
+            .prefetch_related("attempts__host", "attempts__placements__host")
         )
         params = self.request.query_params
         if queue := params.get("job_queue"):

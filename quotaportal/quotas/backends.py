@@ -1,5 +1,5 @@
 """The seam between the tick and what runs jobs: one small interface per service environment
-backend (SIMULATED, LOCAL, later AWS_BATCH), found through a registry keyed by the `Backend`
+backend (SIMULATED, LOCAL, AWS_BATCH), found through a registry keyed by the `Backend`
 value. Backends register themselves from their app configs, so this package imports none.
 """
 
@@ -11,12 +11,20 @@ from datetime import datetime
 class EnvironmentBackend:
     """What the tick asks of a backend. The base class is a backend with nothing to run."""
 
+    # True when the backend's own scheduler dispatches and preempts (AWS Batch): the tick then
+    # only explains, storing the planner's pending reasons as predictions, and leaves attempt
+    # timeouts and job-state time limits to that scheduler.
+    schedules_itself = False
+
     def capacity(self, env, limits: dict[str, int]) -> dict[str, int]:
         """C(u) now, given the environment's max_capacity per unit (never more than those)."""
         return limits
 
-    def advance(self, queue, now: datetime) -> None:
-        """Time-driven state before planning (jobs that started or ended, hosts gone quiet)."""
+    def advance(self, queue, now: datetime) -> int | None:
+        """Time-driven state before planning (jobs that started or ended, hosts gone quiet).
+
+        A backend behind a remote API returns how many calls it made (kept on the run)."""
+        return None
 
     def launch(self, queue, job_ids: list[str], now: datetime) -> list[str]:
         """Run the jobs a plan started (in plan order); return those it could not place,

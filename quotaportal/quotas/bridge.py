@@ -262,13 +262,14 @@ def _active_jobs(queue_id: int) -> tuple[list[PlannedJob], dict]:
     return jobs, pending
 
 
-def usage_after(snapshot: Snapshot, plan: Plan) -> dict[str, dict[str, int]]:
-    """Instances in use per share and unit once the plan is applied."""
+def usage_after(snapshot: Snapshot, plan: Plan | None) -> dict[str, dict[str, int]]:
+    """Instances in use per share and unit once the plan is applied (None: as it stands)."""
     jobs = {job.id: job for job in snapshot.jobs}
-    gone = {p.job_id for p in plan.preemptions}
+    gone = {p.job_id for p in plan.preemptions} if plan else set()
     usage: dict[str, dict[str, int]] = defaultdict(dict)
     running = [j for j in snapshot.jobs if j.dispatched and j.id not in gone]
-    for job in running + [jobs[d.job_id] for d in plan.dispatches]:
+    started = [jobs[d.job_id] for d in plan.dispatches] if plan else []
+    for job in running + started:
         usage[job.share][job.unit] = usage[job.share].get(job.unit, 0) + job.quantity
     return dict(usage)
 
@@ -280,7 +281,7 @@ def apply_plan(queue: JobQueue, loaded: Loaded, plan: Plan, now: datetime) -> tu
     """
     started = _start_jobs(queue, plan, now)
     preempted = _preempt_victims(queue, plan, now)
-    _write_pending(loaded, plan)
+    write_pending(loaded, plan)
     return started, preempted
 
 
@@ -454,7 +455,7 @@ PENDING_UPDATE_SQL = """
 """
 
 
-def _write_pending(loaded: Loaded, plan: Plan) -> int:
+def write_pending(loaded: Loaded, plan: Plan) -> int:
     """Store pending reasons, touching only the rows whose reason changed."""
     before = loaded.pending
     changed = [

@@ -33,7 +33,9 @@ from scheduler.utilization import share_breakdown
 def visible_jobs(user, queryset=None):
     """Everyone signed in may read every job (to see why theirs waits); writes are checked apart."""
     queryset = Job.objects.all() if queryset is None else queryset
-    return queryset.select_related("job_queue", "quota_share", "capacity_unit", "submitted_by")
+    return queryset.select_related(
+        "job_queue__service_environment", "quota_share", "capacity_unit", "submitted_by"
+    )
 
 
 def jobs_of_user_teams(user, queryset):

@@ -24,6 +24,12 @@ LABELS = {
     "share_changed": "Share changed",
     "share_deleted": "Share deleted",
     "resource_changed": "Settings changed",
+    "aws_pushed": "Sent to AWS Batch",
+    "aws_sync_failed": "AWS sync failed",
+    "aws_sync_recovered": "AWS sync recovered",
+    "aws_drift": "Changed in AWS",
+    "aws_drift_resolved": "Drift resolved",
+    "aws_imported": "Imported from AWS Batch",
 }
 
 
@@ -129,7 +135,67 @@ def _share_deleted(kind, d, share, names):
     return format_html("Deleted share {}", d.get("name", share))
 
 
+def _aws_pushed(kind, d, share, names):
+    what = d.get("what", "")
+    if "scheduling_priority" in d:
+        what = f"priority {d['scheduling_priority']}"
+    if d.get("aws_job_id"):
+        what = f"{what} as AWS job {d['aws_job_id']}"
+    return format_html("Sent to AWS Batch: {}", what)
+
+
+def _aws_sync(kind, d, share, names):
+    if kind == "aws_sync_recovered":
+        return format_html(
+            "AWS sync of {} works again after {} failure(s)",
+            d.get("environment", "?"),
+            d.get("after_failures", "?"),
+        )
+    return format_html(
+        "AWS sync of {} failed ({} in a row; next try in {} s): {}",
+        d.get("environment", "?"),
+        d.get("failures_in_a_row", "?"),
+        d.get("retry_in_seconds", "?"),
+        d.get("error", ""),
+    )
+
+
+def _aws_drift(kind, d, share, names):
+    if kind == "aws_drift_resolved":
+        choice = "kept the portal's value" if d.get("decision") == "keep" else "adopted AWS's value"
+        return format_html("Drift of share {} resolved: {}", share or "?", choice)
+    return format_html(
+        "{} was changed in AWS: AWS has {}; {}",
+        d.get("resource", "?"),
+        _plain_config(d.get("aws")),
+        d.get("resolution", "held for an admin on the share's page"),
+    )
+
+
+def _plain_config(config) -> str:
+    if not isinstance(config, dict):
+        return "?"
+    return "; ".join(f"{key.replace('_', ' ')} {_plain(value)}" for key, value in config.items())
+
+
+def _aws_imported(kind, d, share, names):
+    if "shares" in d:
+        return format_html(
+            "Imported from AWS Batch ({}): {} share(s), {} job(s)",
+            d.get("region", "?"),
+            d.get("shares"),
+            d.get("jobs"),
+        )
+    return format_html("Imported: {}", d.get("how", "found in AWS Batch"))
+
+
 SENTENCES = {
+    "aws_pushed": _aws_pushed,
+    "aws_sync_failed": _aws_sync,
+    "aws_sync_recovered": _aws_sync,
+    "aws_drift": _aws_drift,
+    "aws_drift_resolved": _aws_drift,
+    "aws_imported": _aws_imported,
     "submitted": _submitted,
     "dispatched": _dispatched,
     "preempted_cross_share": _preempted,

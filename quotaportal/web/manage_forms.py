@@ -93,12 +93,43 @@ class CapacityField(forms.CharField):
 CAPACITY_HELP = "Instances per capacity unit, e.g. a100=4, h100=2."
 
 
-class EnvironmentForm(forms.Form):
+class AwsConnectionFields(forms.Form):
+    """Where an AWS_BATCH environment calls AWS. No credentials: boto3 finds them in its
+    standard chain on the server (environment variables, this profile, an instance role)."""
+
+    region = forms.CharField(
+        max_length=32, required=False, help_text="AWS_BATCH only: the AWS region, e.g. us-west-2."
+    )
+    endpoint_url = forms.CharField(
+        label="Endpoint URL",
+        max_length=256,
+        required=False,
+        help_text="AWS_BATCH only, optional: another Batch endpoint (empty: AWS's own).",
+    )
+    aws_profile = forms.CharField(
+        label="AWS profile",
+        max_length=64,
+        required=False,
+        help_text=(
+            "AWS_BATCH only, optional: a profile of the server's AWS config files (empty: "
+            "environment variables or the instance role). Secrets are never entered here."
+        ),
+    )
+
+
+AWS_FIELDS = ["region", "endpoint_url", "aws_profile"]
+
+
+class EnvironmentForm(AwsConnectionFields):
+    field_order = ["name", "backend", "capacity_limits", "state", *AWS_FIELDS]
     name = _name()
     backend = forms.ChoiceField(
         choices=_choices(Backend.values),
         initial=Backend.SIMULATED,
-        help_text="LOCAL runs jobs on your GPU hosts; SIMULATED only pretends (demos, what-if).",
+        help_text=(
+            "LOCAL runs jobs on your GPU hosts; AWS_BATCH mirrors the queue into AWS Batch, "
+            "which schedules it; SIMULATED only pretends (demos, what-if)."
+        ),
     )
     capacity_limits = CapacityField(
         label="Capacity", max_length=1000, help_text=CAPACITY_HELP, required=False
@@ -106,13 +137,29 @@ class EnvironmentForm(forms.Form):
     state = forms.ChoiceField(choices=_choices(State.values), initial=State.ENABLED)
 
 
-class EnvironmentEditForm(forms.Form):
+class EnvironmentEditForm(AwsConnectionFields):
+    field_order = ["capacity_limits", "state", *AWS_FIELDS]
     capacity_limits = CapacityField(
         label="Capacity", max_length=1000, help_text=CAPACITY_HELP, required=False
     )
     state = forms.ChoiceField(
         choices=_choices(State.values),
         help_text="A DISABLED environment starts nothing new; running jobs go on.",
+    )
+
+    def __init__(self, *args, aws: bool = False, **kwargs):
+        super().__init__(*args, **kwargs)
+        for name in AWS_FIELDS:
+            if not aws:
+                del self.fields[name]
+
+
+class AwsImportForm(forms.Form):
+    job_queue = forms.CharField(
+        label="AWS job queue",
+        max_length=512,
+        help_text="Its name or ARN. Its policy, shares and non-final jobs come along; "
+        "nothing is created in AWS.",
     )
 
 

@@ -30,6 +30,7 @@ urlpatterns = [
     path("shares/<int:pk>/edit/", shares.share_edit, name="share-edit"),
     path("shares/<int:pk>/toggle/", shares.share_toggle, name="share-toggle"),
     path("shares/<int:pk>/delete/", shares.share_delete, name="share-delete"),
+    path("shares/<int:pk>/drift/", shares.share_drift, name="share-drift"),
     path("hosts/", pages.host_list, name="host-list"),
     path("hosts/<int:pk>/state/", pages.host_state, name="host-state"),
     path("hosts/<int:pk>/release/", pages.host_release, name="host-release"),

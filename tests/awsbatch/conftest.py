@@ -72,3 +72,51 @@ def admin(aws):
 @pytest.fixture
 def scientist(aws):
     return aws.client("sam")
+
+
+class StandIn:
+    """A second quotaportal, with its own database, playing AWS Batch for the AWS_BATCH
+    backend: gunicorn, a Celery worker and beat, its /aws/batch/ endpoint and an admin key."""
+
+    def __init__(self):
+        import importlib.util
+
+        from tests.conftest import REPO
+
+        spec = importlib.util.spec_from_file_location("qp_stack", REPO / "scripts" / "stack.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        self.stack = module.Stack("qp_aws_standin", 13, prefix="qp-aws-standin-")
+        self.stack.fresh_database()
+        self.stack.manage("create_user", "aws-admin", "--admin")
+        self.key_id, self.secret = self.stack.manage("create_aws_key", "aws-admin").split()[-2:]
+        self.stack.start_services(worker_concurrency=1)
+        self.endpoint = f"{self.stack.url}/aws/batch"
+
+    def client(self):
+        return batch_client(self.endpoint, self.key_id, self.secret)
+
+    def stop(self) -> None:
+        self.stack.stop()
+
+
+@pytest.fixture(scope="module")
+def standin():
+    aws = StandIn()
+    yield aws
+    aws.stop()
+
+
+@pytest.fixture
+def aws_credentials(standin, monkeypatch):
+    """boto3's standard chain finds the stand-in's key in the environment, as it would find
+    real credentials: the portal stores none."""
+    from quotaportal.awsbatch.sync.client import forget_clients
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", standin.key_id)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", standin.secret)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    forget_clients()
+    yield standin
+    forget_clients()

@@ -41,7 +41,11 @@ def test_the_boundary_check_sees_an_import_when_there_is_one(tmp_path):
 
 @pytest.mark.parametrize(
     ("backend", "implementation"),
-    [("SIMULATED", "SimulatedBackend"), ("LOCAL", "LocalBackend")],
+    [
+        ("SIMULATED", "SimulatedBackend"),
+        ("LOCAL", "LocalBackend"),
+        ("AWS_BATCH", "AwsBatchBackend"),
+    ],
 )
 def test_each_backend_is_found_through_the_registry(backend, implementation):
     found = backend_for(ServiceEnvironment(name="e", backend=backend))
@@ -50,7 +54,16 @@ def test_each_backend_is_found_through_the_registry(backend, implementation):
 
 
 def test_an_environment_whose_backend_has_no_implementation_runs_nothing():
-    found = backend_for(ServiceEnvironment(name="e", backend="AWS_BATCH"))
+    found = backend_for(ServiceEnvironment(name="e", backend="NOT_REGISTERED"))
     assert type(found) is EnvironmentBackend
     assert found.launch(None, ["job"], None) == []
+    assert found.schedules_itself is False
     assert Backend.LOCAL in Backend.values
+
+
+def test_only_the_aws_backend_leaves_scheduling_to_its_own_scheduler():
+    schedules_itself = {
+        backend: backend_for(ServiceEnvironment(name="e", backend=backend)).schedules_itself
+        for backend in Backend.values
+    }
+    assert schedules_itself == {"LOCAL": False, "SIMULATED": False, "AWS_BATCH": True}

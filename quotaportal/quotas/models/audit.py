@@ -26,6 +26,13 @@ class EventKind(models.TextChoices):
     SHARE_CHANGED = "share_changed"
     SHARE_DELETED = "share_deleted"
     RESOURCE_CHANGED = "resource_changed"
+    # AWS_BATCH environments: what the sync pushed, its failures and recoveries, drift.
+    AWS_PUSHED = "aws_pushed"
+    AWS_SYNC_FAILED = "aws_sync_failed"
+    AWS_SYNC_RECOVERED = "aws_sync_recovered"
+    AWS_DRIFT = "aws_drift"
+    AWS_DRIFT_RESOLVED = "aws_drift_resolved"
+    AWS_IMPORTED = "aws_imported"
 
 
 class Event(models.Model):
@@ -69,6 +76,7 @@ class SchedulerRun(models.Model):
     skipped = models.BooleanField(default=False)  # another tick of this queue held the lock
     replanned = models.BooleanField(default=True)  # False: nothing changed since the last plan
     error = models.TextField(blank=True)
+    backend_calls = models.PositiveIntegerField(default=0)  # AWS_BATCH: API calls this tick
 
     class Meta:
         ordering = ["-started_at"]

@@ -66,6 +66,11 @@ class ServiceEnvironment(models.Model):
     state = models.CharField(max_length=8, choices=State.choices, default=State.ENABLED)
     region = models.CharField(max_length=32, blank=True)
     arn = models.CharField(max_length=256, blank=True)
+    # AWS_BATCH only: where boto3 sends its calls (blank: AWS's own endpoint for the region)
+    # and which named profile of the standard credential chain it uses (blank: the default
+    # chain: environment, config files, instance role). No secret is ever stored here.
+    endpoint_url = models.CharField(max_length=256, blank=True)
+    aws_profile = models.CharField(max_length=64, blank=True)
     tags = models.JSONField(default=dict, blank=True)  # AWS resource tags
 
     class Meta:

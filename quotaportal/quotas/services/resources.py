@@ -155,6 +155,40 @@ def _check_capacity(capacity_limits) -> dict[str, CapacityUnit]:
     return units
 
 
+AWS_REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-\d{1,2}")
+AWS_PROFILE = re.compile(r"[A-Za-z0-9_.@+-]{1,64}")
+ENDPOINT_URL = re.compile(r"https?://[^\s/?#]+(/[^\s?#]*)?")
+
+
+def aws_connection_errors(backend: str, region, endpoint_url, aws_profile) -> dict[str, str]:
+    """Where an AWS_BATCH environment sends its calls. Credentials are never given here: boto3
+    finds them in its standard chain (environment, the named profile, an instance role)."""
+    if backend != Backend.AWS_BATCH:
+        given = {"endpoint_url": endpoint_url, "aws_profile": aws_profile}
+        return {
+            key: "only AWS_BATCH environments call AWS; leave this empty"
+            for key, value in given.items()
+            if value
+        }
+    errors = {}
+    if not isinstance(region, str) or not AWS_REGION.fullmatch(region):
+        errors["region"] = "an AWS_BATCH environment needs its AWS region, e.g. us-west-2"
+    if endpoint_url and (
+        not isinstance(endpoint_url, str)
+        or len(endpoint_url) > 256
+        or not ENDPOINT_URL.fullmatch(endpoint_url)
+    ):
+        errors["endpoint_url"] = (
+            "give an http:// or https:// URL of at most 256 characters, or leave it empty "
+            "for AWS's own endpoint"
+        )
+    if aws_profile and (not isinstance(aws_profile, str) or not AWS_PROFILE.fullmatch(aws_profile)):
+        errors["aws_profile"] = (
+            "a profile name of the AWS config files: 1 to 64 letters, digits, or _ . @ + -"
+        )
+    return errors
+
+
 @transaction.atomic
 def create_service_environment(
     actor,
@@ -164,6 +198,8 @@ def create_service_environment(
     backend: str = Backend.SIMULATED,
     state: str = State.ENABLED,
     region: str = "",
+    endpoint_url: str = "",
+    aws_profile: str = "",
     tags: dict | None = None,
 ) -> ServiceEnvironment:
     require_admin(actor, "create service environments")
@@ -172,6 +208,9 @@ def create_service_environment(
         raise InvalidInput({"backend": f"backend must be one of {', '.join(Backend.values)}"})
     if state not in State.values:
         raise InvalidInput({"state": "state must be ENABLED or DISABLED"})
+    region, endpoint_url, aws_profile = region or "", endpoint_url or "", aws_profile or ""
+    if errors := aws_connection_errors(backend, region, endpoint_url, aws_profile):
+        raise InvalidInput(errors)
     units = _check_capacity(capacity_limits)
     env = _created(
         actor,
@@ -181,6 +220,8 @@ def create_service_environment(
         backend=backend,
         state=state,
         region=region,
+        endpoint_url=endpoint_url,
+        aws_profile=aws_profile,
         tags=tags,
     )
     EnvironmentCapacity.objects.bulk_create(
@@ -192,9 +233,27 @@ def create_service_environment(
 
 @transaction.atomic
 def update_service_environment(
-    actor, env: ServiceEnvironment, *, capacity_limits=None, state: str | None = None
+    actor,
+    env: ServiceEnvironment,
+    *,
+    capacity_limits=None,
+    state: str | None = None,
+    **connection,
 ) -> ServiceEnvironment:
+    """Change capacity, state, and (AWS_BATCH) region, endpoint_url or aws_profile."""
     require_admin(actor, "change service environments")
+    if unknown := sorted(set(connection) - {"region", "endpoint_url", "aws_profile"}):
+        raise InvalidInput(dict.fromkeys(unknown, "this field cannot be changed"))
+    if connection:
+        merged = {
+            key: connection.get(key, getattr(env, key)) or ""
+            for key in ("region", "endpoint_url", "aws_profile")
+        }
+        if errors := aws_connection_errors(env.backend, **merged):
+            raise InvalidInput(errors)
+        for key, value in merged.items():
+            setattr(env, key, value)
+        env.save(update_fields=list(merged))
     if state is not None:
         if state not in State.values:
             raise InvalidInput({"state": "state must be ENABLED or DISABLED"})
@@ -214,6 +273,7 @@ def update_service_environment(
         name=env.name,
         capacity_limits=capacity_limits,
         state=state,
+        **connection,
     )
     for queue_id in env.job_queues.values_list("id", flat=True):
         queue_changed(queue_id)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
@@ -122,12 +123,13 @@ def _tick_queue(queue: JobQueue, now, fit_units: set[str] = frozenset()) -> Sche
             now,
             started,
         )
-    dispatched, preempted = outcome or (0, 0)
+    dispatched, preempted, calls = outcome.counts
     run = SchedulerRun(
         job_queue=queue,
         dispatched=dispatched,
         preempted=preempted,
-        replanned=outcome is not None,
+        replanned=outcome.replanned,
+        backend_calls=calls,
     )
     return _recorded(run, now, started)
 
@@ -162,19 +164,40 @@ def count_tick(queue_id: int, bucket: str, seconds: float) -> None:
             )
 
 
-def _tick_locked(queue: JobQueue, now, fit_units: set[str]) -> tuple[int, int] | None:
-    """Plan and apply; None when nothing changed since the last plan."""
+@dataclass
+class _Outcome:
+    replanned: bool
+    calls: int = 0
+    dispatched: int = 0
+    preempted: int = 0
+
+    @property
+    def counts(self) -> tuple[int, int, int]:
+        return self.dispatched, self.preempted, self.calls
+
+
+def _tick_locked(queue: JobQueue, now, fit_units: set[str]) -> _Outcome:
+    """Plan and apply (replanned False when nothing changed since the last plan)."""
     backend = backend_for(queue.service_environment)
-    backend.advance(queue, now)
-    enforce_attempt_timeouts(queue.id, now)
-    enforce_runnable_time_limits(queue, now)
+    calls = backend.advance(queue, now) or 0
+    if backend.schedules_itself:
+        # AWS Batch dispatches, preempts and times out these jobs; the plan only explains.
+        fit_units = frozenset()
+    else:
+        enforce_attempt_timeouts(queue.id, now)
+        enforce_runnable_time_limits(queue, now)
     version = JobQueue.objects.values_list("state_version", flat=True).get(pk=queue.id)
     if not fit_units and _unchanged_since_last_plan(queue, version, now):
         record_sample(queue, None, now)
-        return None
+        return _Outcome(replanned=False, calls=calls)
     loaded = bridge.load_snapshot(queue, now, fit_units)
     plan = plan_tick(loaded.snapshot, now.timestamp())
     check_plan(loaded.snapshot, plan, positions=False)
+    if backend.schedules_itself:
+        bridge.write_pending(loaded, plan)
+        record_sample(queue, bridge.usage_after(loaded.snapshot, None), now)
+        _remember_plan(queue, version, loaded, now, settled=True)
+        return _Outcome(replanned=True, calls=calls)
     started, preempted = bridge.apply_plan(queue, loaded, plan, now)
     if started and (unplaced := backend.launch(queue, started, now)):
         # Capacity raced away (a host lost since the snapshot): those jobs wait again.
@@ -186,14 +209,17 @@ def _tick_locked(queue: JobQueue, now, fit_units: set[str]) -> tuple[int, int] |
     record_sample(queue, bridge.usage_after(loaded.snapshot, plan), now)
     # Only a plan that changed nothing is a fixed point worth remembering; after any change
     # the next tick must plan again (a preempted job may start, a blocked share may move).
-    settled = not dispatched and not preempted
+    _remember_plan(queue, version, loaded, now, settled=not dispatched and not preempted)
+    return _Outcome(replanned=True, calls=calls, dispatched=dispatched, preempted=preempted)
+
+
+def _remember_plan(queue: JobQueue, version: int, loaded, now, *, settled: bool) -> None:
     JobQueue.objects.filter(pk=queue.id).update(
         planned_version=version if settled else -1,
         planned_active_jobs=len(loaded.snapshot.jobs),
         planned_at=now,
         planned_capacity=dict(loaded.snapshot.capacity),
     )
-    return dispatched, preempted
 
 
 SAMPLE_EVERY = timedelta(seconds=60)

@@ -11,8 +11,9 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
 
+from quotaportal.awsbatch.models import SyncState
 from quotaportal.quotas import selectors
-from quotaportal.quotas.models import JobQueue
+from quotaportal.quotas.models import Backend, JobQueue
 from quotaportal.web.charts import usage_chart
 from quotaportal.web.events import describe
 
@@ -21,7 +22,7 @@ HISTORY = timedelta(hours=1)
 
 @login_required
 def dashboard(request):
-    queues = list(JobQueue.objects.order_by("name"))
+    queues = list(JobQueue.objects.select_related("service_environment").order_by("name"))
     queue = next(
         (q for q in queues if q.name == request.GET.get("queue")), queues[0] if queues else None
     )
@@ -38,6 +39,15 @@ def dashboard(request):
         context |= data | {
             "chart": usage_chart(data["history"], data["capacity"], now),
             "jobs_url": f"{reverse('job-list')}?queue={quote(queue.name)}&share=",
+            **_aws_context(queue),
         }
     template = "web/dashboard.html#live" if request.htmx else "web/dashboard.html"
     return render(request, template, context)
+
+
+def _aws_context(queue: JobQueue) -> dict:
+    """An AWS_BATCH queue's sync health: last successful sync, lag, last error."""
+    if queue.service_environment.backend != Backend.AWS_BATCH:
+        return {"aws": False}
+    sync = SyncState.objects.filter(environment_id=queue.service_environment_id).first()
+    return {"aws": True, "aws_sync": sync}

@@ -8,9 +8,10 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRefresh
 
+from quotaportal.awsbatch.models import RemoteJob
 from quotaportal.quotas import selectors, services
 from quotaportal.quotas.errors import Conflict, Forbidden, InvalidInput
-from quotaportal.quotas.models import Job, JobQueue, JobStatus, QuotaShare
+from quotaportal.quotas.models import Backend, Job, JobQueue, JobStatus, QuotaShare
 from quotaportal.quotas.permissions import can_change_job, can_read_output
 from quotaportal.quotas.services import estimates
 from quotaportal.web.events import describe
@@ -105,8 +106,11 @@ def job_submit(request):
 
 def _detail_context(request, job: Job, form: PriorityForm | None = None) -> dict:
     _decorate(request.user, [job])
+    aws = job.job_queue.service_environment.backend == Backend.AWS_BATCH
     return {
         "job": job,
+        "aws": aws,
+        "remote": RemoteJob.objects.filter(job=job).first() if aws else None,
         "reason_text": PLAIN_REASONS.get(job.pending_reason, ""),
         "estimate_assumes": estimates.ASSUMPTION,
         "events": describe(job.events.select_related("actor", "share").order_by("time", "id")),

@@ -11,8 +11,13 @@ from django.shortcuts import get_object_or_404, redirect
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from quotaportal.awsbatch.models import SyncState
+from quotaportal.awsbatch.sync.client import Refused, Unavailable
+from quotaportal.awsbatch.sync.importer import import_queue
 from quotaportal.quotas import bridge, selectors, services
+from quotaportal.quotas.errors import InvalidInput
 from quotaportal.quotas.models import (
+    Backend,
     CapacityUnit,
     JobQueue,
     Reservation,
@@ -23,6 +28,8 @@ from quotaportal.quotas.models import (
 from quotaportal.quotas.services import reservations, resources
 from quotaportal.web.forms import unit_counts_text
 from quotaportal.web.manage_forms import (
+    AWS_FIELDS,
+    AwsImportForm,
     EnvironmentEditForm,
     EnvironmentForm,
     PolicyForm,
@@ -134,24 +141,28 @@ def environment(request, pk):
     require_admin(request)
     env = get_object_or_404(ServiceEnvironment, pk=pk)
     which = request.POST.get("form")
+    aws = env.backend == Backend.AWS_BATCH
     edit = EnvironmentEditForm(
         request.POST if which == "edit" else None,
         initial={
             "capacity_limits": unit_counts_text(bridge.environment_limits(env)),
             "state": env.state,
+            **{name: getattr(env, name) for name in AWS_FIELDS},
         },
         prefix="edit",
+        aws=aws,
     )
     reserve = ReservationForm(request.POST if which == "reserve" else None, prefix="reserve")
+    importing = AwsImportForm(request.POST if which == "import" else None, prefix="import")
     if request.method == "POST":
         if which == "edit":
             done = saved(
-                edit,
-                lambda d: services.update_service_environment(
-                    request.user, env, capacity_limits=d["capacity_limits"], state=d["state"]
-                ),
+                edit, lambda d: services.update_service_environment(request.user, env, **d)
             )
             message = f"Saved service environment {env.name}."
+        elif which == "import" and aws:
+            done = saved(importing, lambda d: _import(request.user, env, d["job_queue"]))
+            message = "Imported the job queue from AWS Batch; the portal now syncs it."
         else:
             done = saved(
                 reserve,
@@ -164,9 +175,25 @@ def environment(request, pk):
     return page(
         request,
         "web/manage_environment.html",
-        {**environment_context(env), "edit": edit, "reserve": reserve},
+        {**environment_context(env), "edit": edit, "reserve": reserve, "importing": importing},
         failed=request.method == "POST",
     )
+
+
+def _import(actor, env: ServiceEnvironment, job_queue: str):
+    """The environment page's import: the same as manage.py aws_import, with its connection."""
+    try:
+        return import_queue(
+            actor,
+            job_queue,
+            region=env.region,
+            endpoint_url=env.endpoint_url,
+            aws_profile=env.aws_profile,
+        )
+    except (Unavailable, Refused) as err:
+        raise InvalidInput(
+            {"job_queue": f"AWS Batch answered: {err}; nothing was imported"}
+        ) from None
 
 
 def environment_context(env: ServiceEnvironment) -> dict:
@@ -174,6 +201,7 @@ def environment_context(env: ServiceEnvironment) -> dict:
     queues = list(env.job_queues.order_by("-priority", "name"))
     return {
         "env": env,
+        "sync": SyncState.objects.filter(environment=env).first(),
         "capacity_now": bridge.capacity_now(env, now),
         "base": bridge.environment_limits(env),
         "reservations": env.reservations.select_related("capacity_unit").order_by("starts_at"),

@@ -1,4 +1,5 @@
-"""Quota share administration (admins only): list, create, edit, disable, delete."""
+"""Quota share administration (admins only): list, create, edit, disable, delete, and
+answering drift of a share mirrored into AWS Batch."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from django.core.exceptions import PermissionDenied
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from quotaportal.awsbatch import services as aws_services
 from quotaportal.quotas import selectors, services
 from quotaportal.quotas.errors import Conflict, Forbidden, InvalidInput
 from quotaportal.quotas.models import JobQueue, QuotaShare, State
@@ -78,7 +80,35 @@ def share_edit(request, pk=None):
             messages.success(request, f"Saved quota share {saved.name}.")
             return redirect("share-list")
     status = 400 if request.method == "POST" else 200
-    return render(request, "web/share_form.html", {"form": form, "share": share}, status=status)
+    drift = aws_services.drift_of(share) if share else None
+    context = {
+        "form": form,
+        "share": share,
+        "drift": drift,
+        "drift_rows": aws_services.drift_rows(share, drift) if drift else [],
+    }
+    return render(request, "web/share_form.html", context, status=status)
+
+
+@login_required
+@require_POST
+def share_drift(request, pk):
+    """Keep the portal's value or adopt AWS's, for a share changed in the AWS console."""
+    _require_admin(request)
+    share = get_object_or_404(QuotaShare.objects.select_related("job_queue"), pk=pk)
+    decision = request.POST.get("decision", "")
+    try:
+        aws_services.resolve_drift(request.user, share, decision)
+    except (InvalidInput, Conflict) as err:
+        messages.error(request, err.message)
+        return redirect("share-edit", share.pk)
+    if decision == "adopt":
+        messages.success(request, f"Adopted AWS's values for quota share {share.name}.")
+    else:
+        messages.success(
+            request, f"Kept the portal's values; the next sync pushes them to AWS for {share.name}."
+        )
+    return redirect("share-edit", share.pk)
 
 
 @login_required

@@ -1,0 +1,122 @@
+"""The AWS_BATCH backend as the tick sees it, and the health of each environment's sync.
+
+Each tick of an AWS_BATCH queue runs one sync: configuration (when due), new jobs, priority
+changes, terminations, then statuses and positions, within QP_AWS_MAX_CALLS_PER_TICK calls
+(the rest waits for the next tick). A throttled, failing or unreachable AWS stops the sync and
+backs the environment off exponentially with jitter; the tick still explains the queue from
+what was pulled last, and other environments tick on. Every failure and the recovery after
+it are in the audit log.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+
+from quotaportal.awsbatch.models import SyncState
+from quotaportal.awsbatch.sync.client import BudgetSpent, Caller, Refused, Unavailable, client_for
+from quotaportal.awsbatch.sync.jobs import (
+    pull_jobs,
+    pull_positions,
+    push_new_jobs,
+    push_priorities,
+    push_terminations,
+)
+from quotaportal.awsbatch.sync.mirror import Sync, config_due, mirror_config
+from quotaportal.quotas.backends import EnvironmentBackend
+from quotaportal.quotas.models import EventKind
+from quotaportal.quotas.services.audit import record
+
+log = logging.getLogger(__name__)
+BACKOFF_BASE_SECONDS, BACKOFF_CAP_SECONDS = 1.0, 60.0
+
+
+class AwsBatchBackend(EnvironmentBackend):
+    schedules_itself = True
+
+    def advance(self, queue, now) -> int:
+        return sync_queue(queue, now).caller.calls
+
+
+def sync_queue(queue, now, *, dry_run: bool = False, client=None) -> Sync:
+    """One sync of the queue with AWS Batch. With `dry_run` nothing is sent that would change
+    AWS (the caller must roll the database back) and the health is left as it is."""
+    env = queue.service_environment
+    state, _ = SyncState.objects.get_or_create(environment=env)
+    sync = Sync(Caller(None, settings.QP_AWS_MAX_CALLS_PER_TICK, dry_run=dry_run), env, queue, now)
+    if not dry_run and state.backoff_until is not None and now < state.backoff_until:
+        sync.note(f"backing off until {state.backoff_until:%H:%M:%S} after: {state.last_error}")
+        return sync
+    error = None
+    try:
+        sync.caller.client = client or client_for(env)
+        with transaction.atomic():
+            error = _run(sync)
+    except Exception as err:  # a bug or a bad profile: this sync's writes roll back, ticks go on
+        log.exception("AWS sync of job queue %s failed", queue.name)
+        error = f"{type(err).__name__}: {err}"
+    if error:
+        sync.note(f"error: {error}")
+    if not dry_run:
+        _record_health(state, sync, error)
+    return sync
+
+
+def _run(sync: Sync) -> str | None:
+    """The sync's steps in order; the error that stopped it, if any. What was done before an
+    error stays done (a job pushed is recorded as pushed)."""
+    try:
+        if sync.caller.dry_run or config_due(sync):  # a check always compares everything
+            mirror_config(sync)
+        push_new_jobs(sync)
+        push_priorities(sync)
+        push_terminations(sync)
+        pull_jobs(sync)
+        pull_positions(sync)
+    except BudgetSpent:
+        sync.note(f"call budget of {sync.caller.budget} spent; the rest waits for the next tick")
+    except (Unavailable, Refused) as err:
+        return str(err)
+    return None
+
+
+def backoff_seconds(failures: int) -> float:
+    """Exponential backoff with jitter: half the step is fixed, half random, so environments
+    that failed together do not all come back at the same instant."""
+    step = min(BACKOFF_CAP_SECONDS, BACKOFF_BASE_SECONDS * 2 ** max(failures - 1, 0))
+    return step / 2 + random.uniform(0, step / 2)
+
+
+def _record_health(state: SyncState, sync: Sync, error: str | None) -> None:
+    now = sync.now
+    state.last_attempt_at, state.last_calls = now, sync.caller.calls
+    if error:
+        state.failures += 1
+        wait = backoff_seconds(state.failures)
+        state.backoff_until = now + timedelta(seconds=wait)
+        state.last_error, state.last_error_at = error[:2000], now
+        record(
+            None,
+            EventKind.AWS_SYNC_FAILED,
+            queue=sync.queue,
+            environment=sync.env.name,
+            error=error[:2000],
+            failures_in_a_row=state.failures,
+            retry_in_seconds=round(wait, 1),
+        )
+    else:
+        if state.failures:
+            record(
+                None,
+                EventKind.AWS_SYNC_RECOVERED,
+                queue=sync.queue,
+                environment=sync.env.name,
+                after_failures=state.failures,
+                last_error=state.last_error,
+            )
+        state.failures, state.backoff_until, state.last_success_at = 0, None, now
+    state.save()

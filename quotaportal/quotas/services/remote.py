@@ -1,0 +1,215 @@
+"""Jobs whose scheduler is remote (AWS Batch): writing back what it reports, adopting jobs it
+holds that the portal did not submit, and ending a job it refused.
+
+The backend packages read the remote API; these functions own the writes, so the job rows,
+attempts and audit log follow one path whatever the backend.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.db import transaction
+from django.utils import timezone
+
+from quotaportal.quotas.models import (
+    DISPATCHED,
+    FINAL,
+    EventKind,
+    Job,
+    JobAttempt,
+    JobQueue,
+    JobStatus,
+    QuotaShare,
+)
+from quotaportal.quotas.services.audit import record
+from quotaportal.quotas.services.ticks import queue_changed
+
+REMOTE = "AWS Batch"  # how the audit log names who decided
+RECENT_KEPT = 10
+
+
+@dataclass
+class RemoteAttempt:
+    started_at: datetime | None
+    stopped_at: datetime | None
+    status_reason: str = ""
+
+
+@dataclass
+class RemoteState:
+    """What the remote scheduler says of one job, in the portal's terms."""
+
+    status: str
+    status_reason: str = ""
+    scheduling_priority: int | None = None
+    scheduled_at: datetime | None = None
+    started_at: datetime | None = None
+    stopped_at: datetime | None = None
+    attempts: list[RemoteAttempt] = field(default_factory=list)
+    preempted_count: int = 0
+    recent_preemptions: list[dict] = field(default_factory=list)  # as Job.recent_preemptions
+    is_terminated: bool = False
+
+
+def preemption_kind(reason: str) -> str:
+    text = (reason or "").lower()
+    if "in-share" in text or "in share" in text:
+        return EventKind.PREEMPTED_IN_SHARE
+    if "capacity" in text and "reservation" in text:
+        return EventKind.PREEMPTED_CAPACITY
+    return EventKind.PREEMPTED_CROSS_SHARE
+
+
+@transaction.atomic
+def record_remote_state(job: Job, state: RemoteState, now: datetime | None = None) -> list[str]:
+    """Write what the remote scheduler reports onto the job; the event kinds recorded.
+
+    A job ended here first (terminated by its owner) stays as it is: the remote side is told
+    to stop it and its own end is not news. Otherwise the remote side is the truth."""
+    now = now or timezone.now()
+    job = Job.objects.select_for_update().get(pk=job.pk)
+    if job.status in FINAL:
+        return []
+    events = _transitions(job, state)
+    job.status = state.status
+    job.status_reason = state.status_reason
+    job.scheduled_at, job.started_at = state.scheduled_at, state.started_at
+    job.stopped_at = state.stopped_at if state.status in FINAL else None
+    job.preempted_count = state.preempted_count
+    job.recent_preemptions = state.recent_preemptions[-RECENT_KEPT:]
+    job.is_terminated = job.is_terminated or state.is_terminated
+    job.attempt_count = len(state.attempts)
+    if state.status != JobStatus.RUNNABLE:
+        job.pending_reason = ""
+    fields = [
+        "status",
+        "status_reason",
+        "scheduled_at",
+        "started_at",
+        "stopped_at",
+        "preempted_count",
+        "recent_preemptions",
+        "is_terminated",
+        "attempt_count",
+        "pending_reason",
+    ]
+    if state.scheduling_priority is not None and state.scheduling_priority != (
+        job.scheduling_priority
+    ):
+        events.append((EventKind.PRIORITY_CHANGED, {"from": job.scheduling_priority}))
+        job.scheduling_priority = state.scheduling_priority
+        fields.append("scheduling_priority")
+    job.save(update_fields=fields)
+    _write_attempts(job, state.attempts)
+    for kind, detail in events:
+        record(None, kind, job=job, share=job.quota_share, when=now, by=REMOTE, **detail)
+    if events:
+        queue_changed(job.job_queue_id)
+    return [kind for kind, _ in events]
+
+
+def _transitions(job: Job, state: RemoteState) -> list[tuple[str, dict]]:
+    """The audit events that lead from the job as stored to the job as reported."""
+    events = []
+    preempted = max(0, state.preempted_count - job.preempted_count)
+    for preemption in state.recent_preemptions[-preempted:] if preempted else []:
+        reason = preemption.get("status_reason", "")
+        events.append((preemption_kind(reason), {"reason": reason}))
+    if state.status in DISPATCHED and (job.status not in DISPATCHED or preempted):
+        events.append((EventKind.DISPATCHED, {"status": state.status}))
+    # Back to RUNNABLE from a run without a preemption: that attempt failed and is retried.
+    if state.status == JobStatus.RUNNABLE and job.status in DISPATCHED and not preempted:
+        events.append((EventKind.RETRIED, {"reason": state.status_reason}))
+    if state.status == JobStatus.SUCCEEDED:
+        events.append((EventKind.SUCCEEDED, {"reason": state.status_reason}))
+    elif state.status == JobStatus.FAILED:
+        events.append((EventKind.FAILED, {"reason": state.status_reason}))
+    return events
+
+
+def _write_attempts(job: Job, attempts: list[RemoteAttempt]) -> None:
+    """Attempts numbered as the remote side lists them, oldest first."""
+    have = {a.number: a for a in job.attempts.all()}
+    for number, remote in enumerate(attempts, start=1):
+        values = {
+            "started_at": remote.started_at or job.scheduled_at or timezone.now(),
+            "stopped_at": remote.stopped_at,
+            "status_reason": remote.status_reason or "",
+            "preempted": "preempt" in (remote.status_reason or "").lower(),
+        }
+        current = have.get(number)
+        if current is None:
+            JobAttempt.objects.create(job=job, number=number, **values)
+        elif any(getattr(current, k) != v for k, v in values.items()):
+            JobAttempt.objects.filter(pk=current.pk).update(**values)
+
+
+@transaction.atomic
+def adopt_remote_job(
+    queue: JobQueue,
+    share: QuotaShare,
+    *,
+    unit,
+    name: str,
+    quantity: int,
+    state: RemoteState,
+    created_at: datetime | None,
+    payload: dict | None = None,
+    retry_attempts: int = 1,
+    preemption_retries: int | None = None,
+    attempt_duration_seconds: int | None = None,
+    tags: dict | None = None,
+    how: str = "found in AWS Batch",
+) -> Job:
+    """A job the remote scheduler holds that the portal did not submit (an import, or a job
+    submitted straight to AWS): it becomes a portal job, audited, with the state reported."""
+    job = Job.objects.create(
+        job_queue=queue,
+        quota_share=share,
+        share_name=share.name,
+        submitted_by=None,
+        capacity_unit=unit,
+        name=name[:128] or "unnamed",
+        quantity=max(1, quantity),
+        scheduling_priority=state.scheduling_priority or 0,
+        status=JobStatus.RUNNABLE,
+        service_request_payload=payload,
+        retry_attempts=min(max(retry_attempts, 1), 10),
+        preemption_retries_before_termination=preemption_retries,
+        attempt_duration_seconds=attempt_duration_seconds,
+        tags=tags or {},
+        created_at=created_at or timezone.now(),
+    )
+    record(None, EventKind.AWS_IMPORTED, job=job, share=share, by=REMOTE, how=how)
+    # Its history so far is AWS's, not news: the state is written as found, without events.
+    Job.objects.filter(pk=job.pk).update(
+        status=state.status,
+        status_reason=state.status_reason,
+        scheduled_at=state.scheduled_at,
+        started_at=state.started_at,
+        stopped_at=state.stopped_at if state.status in FINAL else None,
+        preempted_count=state.preempted_count,
+        recent_preemptions=state.recent_preemptions[-RECENT_KEPT:],
+        attempt_count=len(state.attempts),
+        is_terminated=state.is_terminated,
+    )
+    job.refresh_from_db()
+    _write_attempts(job, state.attempts)
+    queue_changed(queue.pk)
+    return job
+
+
+@transaction.atomic
+def reject_unpushed(job: Job, reason: str, now: datetime | None = None) -> bool:
+    """The remote scheduler refused a job the portal accepted (a payload it will never take):
+    it ends FAILED with that reason instead of being pushed again and again."""
+    now = now or timezone.now()
+    ended = Job.objects.filter(pk=job.pk, status=JobStatus.RUNNABLE).update(
+        status=JobStatus.FAILED, status_reason=reason, stopped_at=now, pending_reason=""
+    )
+    if ended:
+        record(None, EventKind.FAILED, job=job, share=job.quota_share, when=now, reason=reason)
+        queue_changed(job.job_queue_id)
+    return bool(ended)
