@@ -26,6 +26,7 @@ from prometheus_client.core import (
     HistogramMetricFamily,
 )
 
+from quotaportal.awsbatch.models import SyncState
 from quotaportal.hosts.models import GpuHost
 from quotaportal.quotas import bridge, selectors
 from quotaportal.quotas.models import (
@@ -60,6 +61,7 @@ class PortalCollector:
         yield from self._capacity(now)
         yield from self._ticks(queues)
         yield from self._hosts(now)
+        yield from self._aws_sync(now)
 
     def _jobs(self):
         pending = GaugeMetricFamily(
@@ -202,6 +204,26 @@ class PortalCollector:
             by_state.add_metric([env, state], n)
         yield by_state
         yield age
+
+    def _aws_sync(self, now):
+        lag = GaugeMetricFamily(
+            "quotaportal_aws_sync_lag_seconds",
+            "Seconds since an AWS_BATCH environment's last successful sync with AWS Batch.",
+            labels=["service_environment"],
+        )
+        failures = GaugeMetricFamily(
+            "quotaportal_aws_sync_failures",
+            "Failed syncs in a row of an AWS_BATCH environment (0 when healthy).",
+            labels=["service_environment"],
+        )
+        for name, last, failed in SyncState.objects.values_list(
+            "environment__name", "last_success_at", "failures"
+        ).order_by("environment__name"):
+            if last is not None:
+                lag.add_metric([name], max(0.0, (now - last).total_seconds()))
+            failures.add_metric([name], failed)
+        yield lag
+        yield failures
 
 
 def scraper_allowed(request) -> tuple[bool, str]:

@@ -42,3 +42,9 @@ def register(backend: str, implementation: EnvironmentBackend) -> None:
 
 def backend_for(env) -> EnvironmentBackend:
     return _REGISTRY.get(env.backend, _NOTHING)
+
+
+def self_scheduling_backends() -> list[str]:
+    """Backend values whose own scheduler runs their queues (their state is pushed and their
+    jobs pulled even while a queue is DISABLED)."""
+    return [value for value, backend in _REGISTRY.items() if backend.schedules_itself]

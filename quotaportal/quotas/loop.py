@@ -12,9 +12,8 @@ import threading
 from django.db import close_old_connections, connection
 from django.utils import timezone
 
-from quotaportal.quotas.models import JobQueue, State
 from quotaportal.quotas.services import estimates, reservations
-from quotaportal.quotas.services.tick import run_tick
+from quotaportal.quotas.services.tick import run_tick, tickable_queue_ids
 from quotaportal.quotas.tasks import prune_history
 
 log = logging.getLogger(__name__)
@@ -57,7 +56,7 @@ class SchedulerLoop(threading.Thread):
 
     def tick_all(self) -> None:
         close_old_connections()
-        for queue_id in JobQueue.objects.filter(state=State.ENABLED).values_list("id", flat=True):
+        for queue_id in tickable_queue_ids():
             try:
                 run_tick(queue_id)
             except Exception:  # a failing tick must not stop the loop; it is logged and retried

@@ -8,9 +8,9 @@ from celery import shared_task
 from django.conf import settings
 from django.utils import timezone
 
-from quotaportal.quotas.models import JobQueue, SchedulerRun, State, UtilizationSample
+from quotaportal.quotas.models import SchedulerRun, UtilizationSample
 from quotaportal.quotas.services import estimates, whatif
-from quotaportal.quotas.services.tick import run_tick
+from quotaportal.quotas.services.tick import run_tick, tickable_queue_ids
 from quotaportal.quotas.services.ticks import gate
 
 
@@ -27,7 +27,7 @@ def tick_queue(queue_id: int, immediate: bool = False, wait: bool = False) -> No
 @shared_task(ignore_result=True)
 def tick_all_queues() -> None:
     """Beat's periodic task: one tick task per queue, so several workers share the queues."""
-    for queue_id in JobQueue.objects.filter(state=State.ENABLED).values_list("id", flat=True):
+    for queue_id in tickable_queue_ids():
         tick_queue.delay(queue_id)
     prune_history()
 

@@ -116,7 +116,7 @@ def _resource_changed(kind, d, share, names):
 
 def _share_changed(kind, d, share, names):
     listed = "; ".join(
-        f"{field.replace('_', ' ')} {_plain(old)} → {_plain(new)}"
+        f"{field.replace('_', ' ')} {plain_setting(old)} → {plain_setting(new)}"
         for field, (old, new) in (d.get("changes") or {}).items()
     )
     return format_html("Changed share {}: {}", share or "?", listed or "nothing")
@@ -127,7 +127,7 @@ def _share_created(kind, d, share, names):
         "Created share {}: {}, limits {}",
         d.get("name", share),
         d.get("sharing_strategy", ""),
-        _plain(d.get("capacity_limits", {})),
+        plain_setting(d.get("capacity_limits", {})),
     )
 
 
@@ -175,7 +175,9 @@ def _aws_drift(kind, d, share, names):
 def _plain_config(config) -> str:
     if not isinstance(config, dict):
         return "?"
-    return "; ".join(f"{key.replace('_', ' ')} {_plain(value)}" for key, value in config.items())
+    return "; ".join(
+        f"{key.replace('_', ' ')} {plain_setting(value)}" for key, value in config.items()
+    )
 
 
 def _aws_imported(kind, d, share, names):
@@ -220,7 +222,7 @@ def _sentence(event, names: dict) -> str:
     return write(event.kind, detail, share, names) if write else LABELS.get(event.kind, event.kind)
 
 
-def _plain(value) -> str:
+def plain_setting(value) -> str:
     """A setting as words: {"a100": 2} -> "a100: 2"; -1 borrow limit -> "unlimited"."""
     if isinstance(value, dict):
         return ", ".join(f"{k}: {v}" for k, v in value.items()) or "none"

@@ -15,6 +15,7 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from quotaportal.awsbatch.models import MirroredResource, RemoteJob
+from quotaportal.awsbatch.sync.shapes import submit_request
 from quotaportal.quotas import services
 from quotaportal.quotas.models import Event, EventKind, Job, JobQueue, QuotaShare
 from quotaportal.quotas.services.shares import limits_of
@@ -91,6 +92,16 @@ def build_walkthrough_queue(admin, queue: str, env: dict) -> JobQueue:
     return JobQueue.objects.get(name=queue)
 
 
+def aws_env(name: str, standin) -> dict:
+    """An AWS_BATCH environment whose AWS is the stand-in (credentials from the environment)."""
+    return {
+        "name": name,
+        "backend": "AWS_BATCH",
+        "region": "us-west-2",
+        "endpoint_url": standin.endpoint,
+    }
+
+
 def submit(scientist, queue: str, name: str, share: str, priority: int) -> str:
     body = {
         "job_queue": queue,
@@ -150,13 +161,7 @@ def test_aws_walkthrough_on_aws_batch_reaches_the_simulated_outcomes(rest, aws_c
     simulated = build_walkthrough_queue(
         admin, "sim-queue", {"name": "sim-env", "backend": "SIMULATED"}
     )
-    aws_env = {
-        "name": "aws-env",
-        "backend": "AWS_BATCH",
-        "region": "us-west-2",
-        "endpoint_url": aws_credentials.endpoint,
-    }
-    on_aws = build_walkthrough_queue(admin, "gpu-queue", aws_env)
+    on_aws = build_walkthrough_queue(admin, "gpu-queue", aws_env("aws-env", aws_credentials))
 
     assert walkthrough(admin, scientist, on_aws) == walkthrough(admin, scientist, simulated)
 
@@ -212,12 +217,7 @@ def test_a_share_changed_in_aws_is_drift_until_an_admin_decides(rest, aws_creden
     queue = build_walkthrough_queue(
         admin,
         "drift-queue",
-        {
-            "name": "drift-env",
-            "backend": "AWS_BATCH",
-            "region": "us-west-2",
-            "endpoint_url": aws_credentials.endpoint,
-        },
+        aws_env("drift-env", aws_credentials),
     )
     services.run_tick(queue.pk)  # mirrors the queue and its shares into AWS
     aws = aws_credentials.client()
@@ -283,3 +283,30 @@ def test_aws_import_adopts_an_existing_queue_without_recreating_it(db, aws_crede
     services.run_tick(queue.pk)
     assert not Event.objects.filter(kind=EventKind.AWS_PUSHED).exists()
     assert len(aws.list_quota_shares(jobQueue="imported")["quotaShares"]) == 2
+
+
+def test_a_push_repeated_after_a_crash_makes_no_second_job(rest, aws_credentials):
+    """The worker pushed a job, then died (kill -9) before its transaction committed: the
+    portal does not know the push happened. The next tick pushes again; AWS answers with the
+    first job, and a priority raised meanwhile follows as an update."""
+    admin, scientist = rest
+    env = aws_env("crash-env", aws_credentials)
+    queue = build_walkthrough_queue(admin, "crash-queue", env)
+    services.run_tick(queue.pk)  # the queue and shares exist in AWS
+    job = Job.objects.get(pk=submit(scientist, "crash-queue", "once", "QS3", 2))
+    aws = aws_credentials.client()
+    first = aws.submit_service_job(**submit_request(job, 2))  # the push that was lost
+    ok(scientist.patch(f"/api/v1/jobs/{job.pk}/", {"scheduling_priority": 5}, format="json"))
+
+    services.run_tick(queue.pk)
+    job.refresh_from_db()
+    assert job.remote.aws_job_id == first["jobId"]
+    names = [
+        summary["jobName"]
+        for status in ("RUNNABLE", "RUNNING")
+        for summary in aws.list_service_jobs(jobQueue="crash-queue", jobStatus=status)[
+            "jobSummaryList"
+        ]
+    ]
+    assert names == ["once"]
+    assert aws.describe_service_job(jobId=first["jobId"])["schedulingPriority"] == 5

@@ -142,9 +142,19 @@ class Caller:
 DRY_RUN_PREFIX = "dry-run-"
 
 
+FAKE_ARN_KEYS = {
+    "create_scheduling_policy": "arn",
+    "create_service_environment": "serviceEnvironmentArn",
+    "create_job_queue": "jobQueueArn",
+    "create_quota_share": "quotaShareArn",
+}
+
+
 def fake_answer(operation: str, params: dict) -> dict:
-    """What a dry run pretends a write answered."""
+    """What a dry run pretends a write answered: the ids and ARNs the sync goes on with."""
     if operation == "submit_service_job":
         fake_id = f"{DRY_RUN_PREFIX}{params.get('clientToken', '')}"
         return {"jobId": fake_id, "jobArn": fake_id, "jobName": params.get("jobName")}
+    if operation in FAKE_ARN_KEYS:
+        return {FAKE_ARN_KEYS[operation]: f"{DRY_RUN_PREFIX}{operation}"}
     return {}

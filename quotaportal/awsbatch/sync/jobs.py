@@ -134,10 +134,7 @@ def push_terminations(sync: Sync) -> None:
 
 def pull_jobs(sync: Sync) -> None:
     listed, complete = _listed(sync)
-    tracked = RemoteJob.objects.filter(job__job_queue=sync.queue, done=False)
-    if sync.caller.dry_run:  # a check's pretended submits are not in AWS to be pulled
-        tracked = tracked.exclude(aws_job_id__startswith=DRY_RUN_PREFIX)
-    tracked = list(tracked.select_related("job"))
+    tracked = list(_tracked(sync).select_related("job"))
     for remote in tracked:
         summary = listed.get(remote.aws_job_id)
         if summary is None:
@@ -152,6 +149,14 @@ def pull_jobs(sync: Sync) -> None:
     )
     for aws_job_id in listed.keys() - known:
         _adopt(sync, aws_job_id)
+
+
+def _tracked(sync: Sync):
+    """The queue's jobs AWS holds that are not final on both sides."""
+    tracked = RemoteJob.objects.filter(job__job_queue=sync.queue, done=False)
+    if sync.caller.dry_run:  # a check's pretended submits are not in AWS to be pulled
+        tracked = tracked.exclude(aws_job_id__startswith=DRY_RUN_PREFIX)
+    return tracked
 
 
 def _listed(sync: Sync) -> tuple[dict, bool]:
@@ -261,10 +266,7 @@ def _payload(detail: dict) -> dict | None:
 
 def pull_positions(sync: Sync) -> None:
     """Where AWS places the queue's RUNNABLE jobs (GetJobQueueSnapshot)."""
-    waiting = RemoteJob.objects.filter(
-        job__job_queue=sync.queue, done=False, job__status=JobStatus.RUNNABLE
-    )
-    if not waiting.exists():
+    if not _tracked(sync).filter(job__status=JobStatus.RUNNABLE).exists():
         return
     snapshot = sync.caller("get_job_queue_snapshot", jobQueue=sync.queue.name)
     front = [j["jobArn"] for j in (snapshot.get("frontOfQueue") or {}).get("jobs", [])]

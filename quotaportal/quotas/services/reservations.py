@@ -15,8 +15,14 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from quotaportal.quotas.errors import InvalidInput
-from quotaportal.quotas.models import CapacityUnit, EventKind, Reservation, ServiceEnvironment
+from quotaportal.quotas.errors import Conflict, InvalidInput
+from quotaportal.quotas.models import (
+    Backend,
+    CapacityUnit,
+    EventKind,
+    Reservation,
+    ServiceEnvironment,
+)
 from quotaportal.quotas.permissions import require_admin
 from quotaportal.quotas.services.audit import record
 from quotaportal.quotas.services.ticks import queue_changed
@@ -63,6 +69,11 @@ def create_reservation(
     now: datetime | None = None,
 ) -> Reservation:
     require_admin(actor, "reserve capacity")
+    if env.backend == Backend.AWS_BATCH:
+        raise Conflict(
+            f"{env.name} is an AWS_BATCH environment: its reserved capacity (training plans) "
+            "is AWS's to manage"
+        )
     now = now or timezone.now()
     unit = capacity_unit
     if isinstance(capacity_unit, str):

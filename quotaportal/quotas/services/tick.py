@@ -30,7 +30,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from quotaportal.quotas import bridge, wakeups
-from quotaportal.quotas.backends import backend_for
+from quotaportal.quotas.backends import backend_for, self_scheduling_backends
 from quotaportal.quotas.locks import lock_environment, try_lock_environment
 from quotaportal.quotas.models import (
     ACTIVE,
@@ -93,7 +93,7 @@ def run_environment_tick(
         queues = (
             JobQueue.objects.select_related("service_environment")
             .filter(service_environment_id=env_id)
-            .filter(Q(state=State.ENABLED) | Q(pk=asked_by))
+            .filter(_tickable() | Q(pk=asked_by))
             .order_by("-priority", "name")
         )
         ended = list(
@@ -109,6 +109,17 @@ def run_environment_tick(
         if not any(run.error for run in runs.values()):
             Reservation.objects.filter(id__in=[i for i, _ in ended]).update(fitted_at=now)
     return runs
+
+
+def _tickable() -> Q:
+    """ENABLED queues; and every queue whose environment's own scheduler runs it (AWS Batch):
+    a DISABLED one must still have its state pushed and its jobs' ends pulled."""
+    return Q(state=State.ENABLED) | Q(service_environment__backend__in=self_scheduling_backends())
+
+
+def tickable_queue_ids() -> list[int]:
+    """The queues the periodic tick (Celery beat, the embedded loop) visits."""
+    return list(JobQueue.objects.filter(_tickable()).values_list("id", flat=True))
 
 
 def _tick_queue(queue: JobQueue, now, fit_units: set[str] = frozenset()) -> SchedulerRun:

@@ -14,6 +14,7 @@ from quotaportal.quotas import selectors, services
 from quotaportal.quotas.errors import Conflict, Forbidden, InvalidInput
 from quotaportal.quotas.models import JobQueue, QuotaShare, State
 from quotaportal.quotas.permissions import is_platform_admin
+from quotaportal.web.events import plain_setting
 from quotaportal.web.forms import ShareForm, show_service_errors
 from quotaportal.web.views.common import forbid_on
 
@@ -85,7 +86,10 @@ def share_edit(request, pk=None):
         "form": form,
         "share": share,
         "drift": drift,
-        "drift_rows": aws_services.drift_rows(share, drift) if drift else [],
+        "drift_rows": [
+            (field.replace("_", " "), plain_setting(portal), plain_setting(aws))
+            for field, portal, aws in (aws_services.drift_rows(share, drift) if drift else [])
+        ],
     }
     return render(request, "web/share_form.html", context, status=status)
 
