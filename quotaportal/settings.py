@@ -151,6 +151,7 @@ QP_AWS_ACCOUNT_ID = os.environ.get("QP_AWS_ACCOUNT_ID", "000000000000")
 # the next tick), and how often the mirrored configuration is compared for drift.
 QP_AWS_MAX_CALLS_PER_TICK = envint("QP_AWS_MAX_CALLS_PER_TICK", 60)
 QP_AWS_CONFIG_SECONDS = envint("QP_AWS_CONFIG_SECONDS", 30)
+QP_AWS_SYNC_SECONDS = envint("QP_AWS_SYNC_SECONDS", 10)  # a sync starts no call after this
 QP_HOST_TIMEOUT = envint("QP_HOST_TIMEOUT", 30)
 # Enqueue a tick right after a submit, priority change, termination or job end.
 QP_IMMEDIATE_TICKS = envbool("QP_IMMEDIATE_TICKS", True)

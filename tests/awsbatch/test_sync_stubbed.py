@@ -229,9 +229,7 @@ def test_a_new_job_is_submitted_with_its_id_as_client_token_and_its_capacity(aws
     job = submit(people.alice, aws, priority=7)
     aws.expect_submit(job, "aws-1")
     aws.expect_lists({"RUNNABLE": [summary("aws-1", "RUNNABLE")]})
-    aws.stub.add_response(
-        "describe_service_job", described(job, "aws-1", "RUNNABLE"), {"jobId": "aws-1"}
-    )
+    # SUBMITTED to RUNNABLE changes nothing the portal shows: no DescribeServiceJob for it.
     aws.expect_snapshot([f"{ARN}:service-job/aws-1"])
     run = aws.tick()
     aws.stub.assert_no_pending_responses()
@@ -245,7 +243,7 @@ def test_a_new_job_is_submitted_with_its_id_as_client_token_and_its_capacity(aws
     assert request["quotaShareName"] == "qs1"
     remote = RemoteJob.objects.get(job=job)
     assert (remote.aws_job_id, remote.aws_status, remote.queue_position) == ("aws-1", "RUNNABLE", 1)
-    assert run.backend_calls == 1 + len(AWS_ACTIVE) + 2
+    assert run.backend_calls == 1 + len(AWS_ACTIVE) + 1
     assert Event.objects.filter(kind=EventKind.AWS_PUSHED, job=job).count() == 1
     job.refresh_from_db()
     # AWS decides: the job stays RUNNABLE though the portal's plan would start it now, and
@@ -387,11 +385,6 @@ def test_unreachable_then_recovered_pushes_every_job_exactly_once(aws, people, m
     stub.add_response("update_service_job", {}, {"jobId": "a0", "schedulingPriority": 50})
     runnable = [summary(f"a{i}", "RUNNABLE") for i in range(3)]
     aws.expect_lists({"RUNNABLE": runnable})
-    for index, job in enumerate(jobs):
-        job.refresh_from_db()
-        stub.add_response(
-            "describe_service_job", described(job, f"a{index}", "RUNNABLE"), {"jobId": f"a{index}"}
-        )
     aws.expect_snapshot()
     aws.tick(later)
     # The next tick pushes nothing again: only the pull.
@@ -599,3 +592,15 @@ def test_preemptions_and_the_end_reported_by_aws_reach_the_job_and_audit_log(aws
         EventKind.SUCCEEDED,
     ]
     assert RemoteJob.objects.get(job=job).done
+
+
+def test_a_sync_starts_no_call_past_its_time_limit(aws, people, settings):
+    """A slow AWS must not hold the environment's lock: with the time spent, the sync stops
+    as if its budget were spent (not a failure), and the next tick goes on."""
+    settings.QP_AWS_SYNC_SECONDS = 0
+    aws.share("qs1", "vision")
+    submit(people.alice, aws)
+    run = aws.tick()  # the stub has nothing queued: any call would be a failure
+    assert run.backend_calls == 0
+    assert SyncState.objects.get(environment=aws.env).failures == 0
+    assert not RemoteJob.objects.exists()

@@ -47,7 +47,13 @@ def sync_queue(queue, now, *, dry_run: bool = False, client=None) -> Sync:
     AWS (the caller must roll the database back) and the health is left as it is."""
     env = queue.service_environment
     state, _ = SyncState.objects.get_or_create(environment=env)
-    sync = Sync(Caller(None, settings.QP_AWS_MAX_CALLS_PER_TICK, dry_run=dry_run), env, queue, now)
+    caller = Caller(
+        None,
+        settings.QP_AWS_MAX_CALLS_PER_TICK,
+        dry_run=dry_run,
+        seconds=None if dry_run else settings.QP_AWS_SYNC_SECONDS,
+    )
+    sync = Sync(caller, env, queue, now)
     if not dry_run and state.backoff_until is not None and now < state.backoff_until:
         sync.note(f"backing off until {state.backoff_until:%H:%M:%S} after: {state.last_error}")
         return sync
@@ -78,7 +84,10 @@ def _run(sync: Sync) -> str | None:
         pull_jobs(sync)
         pull_positions(sync)
     except BudgetSpent:
-        sync.note(f"call budget of {sync.caller.budget} spent; the rest waits for the next tick")
+        sync.note(
+            f"call budget spent ({sync.caller.calls} of {sync.caller.budget} calls, or "
+            f"{settings.QP_AWS_SYNC_SECONDS} s); the rest waits for the next tick"
+        )
     except (Unavailable, Refused) as err:
         return str(err)
     return None

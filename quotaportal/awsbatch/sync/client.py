@@ -9,6 +9,7 @@ botocore's own retries are off; a throttled or failing AWS makes the sync stop a
 from __future__ import annotations
 
 import threading
+import time
 
 import boto3
 from botocore.config import Config
@@ -100,10 +101,13 @@ class Caller:
     `fake(operation, params)` instead of being sent (aws_sync_check).
     """
 
-    def __init__(self, client, budget: int, *, dry_run: bool = False):
+    def __init__(self, client, budget: int, *, dry_run: bool = False, seconds: float | None = None):
         self.client, self.budget, self.dry_run = client, budget, dry_run
         self.calls = 0
         self.writes: list[tuple[str, dict]] = []
+        # A slow AWS must not hold the environment's tick lock for long: past this, the sync
+        # stops as if its budget were spent and the rest waits for the next tick.
+        self.deadline = None if seconds is None else time.monotonic() + seconds
 
     @property
     def left(self) -> int:
@@ -113,7 +117,9 @@ class Caller:
         if self.dry_run and operation.startswith(WRITES):
             self.writes.append((operation, params))
             return fake_answer(operation, params)
-        if self.calls >= self.budget:
+        if self.calls >= self.budget or (
+            self.deadline is not None and time.monotonic() > self.deadline
+        ):
             raise BudgetSpent(operation)
         self.calls += 1
         try:

@@ -24,6 +24,7 @@ from quotaportal.awsbatch.sync.shapes import (
     AWS_FINAL,
     latest_attempt,
     moment,
+    portal_status,
     remote_state,
     submit_request,
 )
@@ -135,20 +136,31 @@ def push_terminations(sync: Sync) -> None:
 def pull_jobs(sync: Sync) -> None:
     listed, complete = _listed(sync)
     tracked = list(_tracked(sync).select_related("job"))
+    still_waiting = []
     for remote in tracked:
         summary = listed.get(remote.aws_job_id)
         if summary is None:
             if complete:  # it left every active list: it ended (or AWS lost it)
                 _describe(sync, remote)
-        elif summary["status"] != remote.aws_status or (
-            latest_attempt(summary) != remote.latest_attempt
-        ):
+        elif latest_attempt(summary) != remote.latest_attempt:
             _describe(sync, remote)
+        elif summary["status"] != remote.aws_status:
+            if _waiting(summary["status"]) and _waiting(remote.aws_status):
+                # SUBMITTED to RUNNABLE: nothing the portal shows changed, no call needed.
+                remote.aws_status = summary["status"]
+                still_waiting.append(remote)
+            else:
+                _describe(sync, remote)
+    RemoteJob.objects.bulk_update(still_waiting, ["aws_status"])
     known = set(
         RemoteJob.objects.filter(aws_job_id__in=list(listed)).values_list("aws_job_id", flat=True)
     )
     for aws_job_id in listed.keys() - known:
         _adopt(sync, aws_job_id)
+
+
+def _waiting(aws_status: str) -> bool:
+    return portal_status(aws_status) == JobStatus.RUNNABLE
 
 
 def _tracked(sync: Sync):
