@@ -66,7 +66,13 @@ class _Tick:
         self.ordering = snapshot.ordering
         self.shares = {share.name: share for share in sorted(snapshot.shares, key=_share_name)}
         dispatched = [job for job in snapshot.jobs if job.dispatched_at is not None]
-        self.ledger = Ledger(snapshot.capacity, self.shares, dispatched)
+        # A unit the queue must fit into (step 0) offers no more than that target for the rest
+        # of the tick either, so no later step starts a job on what step 0 just took back.
+        capacity = {
+            unit: min(count, snapshot.fit_to.get(unit, count))
+            for unit, count in snapshot.capacity.items()
+        }
+        self.ledger = Ledger(capacity, self.shares, dispatched)
         self.victims = VictimPool(dispatched)
         # Only shares with RUNNABLE jobs get a queue (most of a large fleet's shares have none
         # waiting); a share whose job is preempted this tick gets one then (_queue_of).

@@ -130,3 +130,21 @@ def test_the_rest_of_the_tick_plans_on_what_fitting_left():
     assert evicted(plan) == ["a3"]
     assert plan.dispatched_ids == ("b-waiting",)
     assert [p.job_id for p in plan.dispatches[0].preempted] == ["a2"]
+
+
+def test_what_step_zero_takes_back_is_not_handed_out_again_in_the_same_tick():
+    """Found by the property test at more examples: a queue told to come down to 0 on a unit
+    it could otherwise still use preempted a job, then started two others there, and the next
+    tick took one of them back. The fit target bounds the whole tick."""
+    shares = [
+        Share("borrower", {"g5": 1}, Strategy.LEND_AND_BORROW, borrow_limit=-1, enabled=False),
+        Share("owner", {"g5": 1}, Strategy.RESERVE, enabled=False),
+    ]
+    jobs = [
+        job("running", "owner"),
+        job("a", "borrower", dispatched=None),
+        job("b", "borrower", dispatched=None),
+    ]
+    plan = fitted(2, shares, jobs, target=0)
+    assert evicted(plan) == ["running"]
+    assert plan.dispatches == ()
