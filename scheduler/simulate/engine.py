@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import math
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable
@@ -126,6 +127,7 @@ class QueueSimulation:
         self.until_all_started = until_all_started
         self.max_instants = max_instants
         self.shares = {s.name: s for s in config.shares}
+        self._head_terms: dict[tuple[str, str], tuple[int, float, bool, bool]] = {}
         if {FOLDED_LEND, FOLDED_RESERVE} & set(self.shares):
             raise ValueError("share names starting with '~idle' are the simulator's own")
         self.capacity = dict(config.capacity)
@@ -552,33 +554,46 @@ class QueueSimulation:
             free = self.capacity.get(unit, 0) - self.total.get(unit, 0)
             free -= max(0, self.reserve_limits_total[unit] - self.reserve_used_total[unit])
             free += freed.get(unit, 0)
-            may_reclaim = unit in borrowed
-            planned.update(
-                name
-                for name, head in heads.items()
-                if self._head_may_start(name, head, free, may_reclaim)
-            )
+            planned.update(self._heads_that_may_start_on(unit, heads, free, unit in borrowed))
         return planned
 
-    def _may_preempt_own(self, name: str, head: Job) -> bool:
-        """Runs the share a job of lower priority than its head on the head's unit?"""
-        running = self.priorities.get((name, head.unit))
-        return bool(running) and min(running) < head.priority
+    def _heads_that_may_start_on(
+        self, unit: str, heads: dict[str, Job], free: int, may_reclaim: bool
+    ) -> list[str]:
+        """The heads on `unit` that may start (see _heads_that_may_start): a head may start
+        when it fits the free capacity (a reserving share's own idle capacity added) within
+        its ceiling, when it may take capacity back within its limit, or when its share may
+        preempt a lower-priority job of its own there. The hottest loop of a busy fleet, so
+        each share's terms for the unit come from a table made once."""
+        usage, priorities, terms = self.usage, self.priorities, self._head_terms
+        found = []
+        for name, head in heads.items():
+            key = (name, unit)
+            limit, ceiling, reserves, in_share = terms.get(key) or self._terms_of(key)
+            used = usage.get(key, 0)
+            needed = used + head.quantity
+            available = free + limit - used if reserves and limit > used else free
+            if (
+                (needed <= ceiling and head.quantity <= available)
+                or (may_reclaim and needed <= limit)
+                or (in_share and (running := priorities.get(key)) and min(running) < head.priority)
+            ):
+                found.append(name)
+        return found
 
-    def _head_may_start(self, name: str, head: Job, free: int, may_reclaim: bool) -> bool:
-        share = self.shares[name]
-        unit = head.unit
-        used = self.usage.get((name, unit), 0)
-        available = free
-        if share.reserves_idle:
-            available += max(0, share.limit(unit) - used)
-        ceiling = share.ceiling(unit)
-        fits_ceiling = ceiling is None or used + head.quantity <= ceiling
-        if fits_ceiling and head.quantity <= available:
-            return True
-        if may_reclaim and used + head.quantity <= share.limit(unit):
-            return True
-        return share.in_share_preemption and self._may_preempt_own(name, head)
+    def _terms_of(self, key: tuple[str, str]) -> tuple[int, float, bool, bool]:
+        """A share's limit, ceiling (infinite when only capacity bounds it), whether it
+        reserves its idle capacity, and whether it preempts in-share, on one unit."""
+        share = self.shares[key[0]]
+        ceiling = share.ceiling(key[1])
+        terms = (
+            share.limit(key[1]),
+            math.inf if ceiling is None else ceiling,
+            share.reserves_idle,
+            share.in_share_preemption,
+        )
+        self._head_terms[key] = terms
+        return terms
 
     def _with_passive_shares_folded(
         self, runnable: list[Job], reclaim_units: set[str] | None
