@@ -249,6 +249,22 @@ class QuotaShareUpdateSerializer(QuotaShareSerializer):
         read_only_fields = ["id", "job_queue", "name"]
 
 
+class DriftDecisionSerializer(serializers.Serializer):
+    decision = serializers.ChoiceField(
+        choices=["keep", "adopt"],
+        help_text="keep: the next sync pushes the portal's values to AWS; adopt: the share "
+        "takes AWS's values.",
+    )
+
+
+class DriftSerializer(serializers.Serializer):
+    detected_at = serializers.DateTimeField()
+    aws = serializers.DictField(help_text="AWS's configuration of the share")
+    differs = serializers.ListField(
+        child=serializers.DictField(), help_text="[{field, portal, aws}] for each difference"
+    )
+
+
 class PlacementSerializer(serializers.Serializer):
     host = serializers.CharField(source="host.name")
     rank = serializers.IntegerField()

@@ -8,6 +8,7 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from quotaportal.api import serializers as s
+from quotaportal.awsbatch import services as aws_services
 from quotaportal.hosts import services as host_services
 from quotaportal.hosts.models import AgentToken, GpuHost
 from quotaportal.quotas import selectors, services
@@ -253,6 +254,31 @@ class QuotaShareViewSet(
     def destroy(self, request, *args, **kwargs):
         services.delete_share(request.user, self.get_object())
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @extend_schema(methods=["GET"], responses=s.DriftSerializer)
+    @extend_schema(methods=["POST"], request=s.DriftDecisionSerializer, responses=None)
+    @action(detail=True, methods=["get", "post"], url_path="aws-drift")
+    def aws_drift(self, request, pk=None):
+        """AWS_BATCH queues: a share changed in the AWS console is held as drift. GET shows it
+        (404 when there is none); POST (admins) keeps the portal's values or adopts AWS's."""
+        share = self.get_object()
+        if request.method == "POST":
+            decision = s.DriftDecisionSerializer(data=request.data)
+            decision.is_valid(raise_exception=True)
+            aws_services.resolve_drift(request.user, share, decision.validated_data["decision"])
+            return Response(status=status.HTTP_204_NO_CONTENT)
+        row = aws_services.drift_of(share)
+        if row is None:
+            raise NotFound(f"quota share {share.name} has no unresolved drift")
+        differs = [
+            {"field": field, "portal": portal, "aws": aws}
+            for field, portal, aws in aws_services.drift_rows(share, row)
+        ]
+        return Response(
+            s.DriftSerializer(
+                {"detected_at": row.drift_at, "aws": row.aws, "differs": differs}
+            ).data
+        )
 
 
 JOB_FILTERS = [

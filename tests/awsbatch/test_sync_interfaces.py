@@ -251,3 +251,22 @@ def test_reservations_are_refused_on_an_aws_environment(people, aws):
     )
     assert response.status_code == 409
     assert "AWS's to manage" in response.json()["detail"]
+
+
+def test_rest_shows_drift_and_lets_only_admins_answer_it(people, aws):
+    share = aws.share("qs1", "vision")
+    url = f"/api/v1/quota-shares/{share.pk}/aws-drift/"
+    assert api(people).get(url).status_code == 404
+    row = MirroredResource.objects.get(kind=MirrorKind.SHARE)
+    row.aws, row.drift_at = {**share_config(share), "capacity_limits": {UNIT: 3}}, timezone.now()
+    row.save()
+    shown = api(people, "alice").get(url).json()
+    assert shown["differs"] == [{"field": "capacity_limits", "portal": {UNIT: 1}, "aws": {UNIT: 3}}]
+    assert api(people, "alice").post(url, {"decision": "adopt"}, format="json").status_code == 403
+    bad = api(people).post(url, {"decision": "both"}, format="json")
+    assert bad.status_code == 400
+    assert "decision" in bad.json()
+    assert api(people).post(url, {"decision": "adopt"}, format="json").status_code == 204
+    assert api(people).post(url, {"decision": "adopt"}, format="json").status_code == 409
+    share.refresh_from_db()
+    assert share_config(share)["capacity_limits"] == {UNIT: 3}
