@@ -6,6 +6,8 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from quotaportal.quotas.models import FINAL
+
 
 class AccessKey(models.Model):
     """An AWS-style access key pair of a user. SigV4 is an HMAC, so checking a signature needs
@@ -103,7 +105,11 @@ class RemoteJob(models.Model):
     # and whether it heads its quota share. None when AWS did not list it.
     queue_position = models.PositiveIntegerField(null=True, blank=True)
     share_head = models.BooleanField(default=False)
-    done = models.BooleanField(default=False)  # final in AWS and here: nothing left to sync
 
     def __str__(self) -> str:
         return self.aws_job_id
+
+    @property
+    def done(self) -> bool:
+        """Final in AWS (and so here): nothing is left to sync."""
+        return self.aws_status in FINAL

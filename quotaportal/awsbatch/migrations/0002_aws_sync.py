@@ -27,7 +27,6 @@ class Migration(migrations.Migration):
                 ('pulled_at', models.DateTimeField(blank=True, null=True)),
                 ('queue_position', models.PositiveIntegerField(blank=True, null=True)),
                 ('share_head', models.BooleanField(default=False)),
-                ('done', models.BooleanField(default=False)),
             ],
         ),
         migrations.CreateModel(

@@ -87,7 +87,8 @@ def _submitted_priorities(job_ids: list) -> dict:
 
 def push_priorities(sync: Sync) -> None:
     changed = (
-        RemoteJob.objects.filter(job__job_queue=sync.queue, done=False, job__status__in=ACTIVE)
+        _tracked(sync)
+        .filter(job__status__in=ACTIVE)
         .exclude(pushed_priority=F("job__scheduling_priority"))
         .select_related("job")
     )
@@ -112,13 +113,8 @@ def push_priorities(sync: Sync) -> None:
 
 def push_terminations(sync: Sync) -> None:
     ended = (
-        RemoteJob.objects.filter(
-            job__job_queue=sync.queue,
-            done=False,
-            terminate_sent_at__isnull=True,
-            job__is_terminated=True,
-        )
-        .exclude(aws_status__in=AWS_FINAL)
+        _tracked(sync)
+        .filter(terminate_sent_at__isnull=True, job__is_terminated=True)
         .select_related("job")
     )
     for remote in ended:
@@ -165,7 +161,9 @@ def _waiting(aws_status: str) -> bool:
 
 def _tracked(sync: Sync):
     """The queue's jobs AWS holds that are not final on both sides."""
-    tracked = RemoteJob.objects.filter(job__job_queue=sync.queue, done=False)
+    tracked = RemoteJob.objects.filter(job__job_queue=sync.queue).exclude(
+        aws_status__in=AWS_FINAL
+    )
     if sync.caller.dry_run:  # a check's pretended submits are not in AWS to be pulled
         tracked = tracked.exclude(aws_job_id__startswith=DRY_RUN_PREFIX)
     return tracked
@@ -211,7 +209,6 @@ def _record(sync: Sync, remote: RemoteJob, state: RemoteState, status: str, atte
     remote.aws_status, remote.latest_attempt, remote.pulled_at = status, attempt, sync.now
     if state.scheduling_priority is not None:
         remote.pushed_priority = state.scheduling_priority
-    remote.done = status in AWS_FINAL
     remote.save()
     happened = f" ({', '.join(kinds)})" if kinds else ""
     sync.note(f"pull: job {remote.job.name} {before or '?'} → {status}{happened}")
@@ -263,7 +260,6 @@ def adopt_described(queue, detail: dict, how: str) -> Job | None:
         pushed_priority=state.scheduling_priority or 0,
         aws_status=detail["status"],
         latest_attempt=latest_attempt(detail),
-        done=detail["status"] in AWS_FINAL,
     )
     return job
 
@@ -285,7 +281,7 @@ def pull_positions(sync: Sync) -> None:
     shares = (snapshot.get("frontOfQuotaShares") or {}).get("quotaShares") or {}
     heads = {j["jobArn"] for jobs in shares.values() for j in jobs[:1]}
     place = {arn: index for index, arn in enumerate(front, start=1)}
-    rows = list(RemoteJob.objects.filter(job__job_queue=sync.queue, done=False))
+    rows = list(_tracked(sync))
     changed = []
     for row in rows:
         position, head = place.get(row.aws_job_arn), row.aws_job_arn in heads
