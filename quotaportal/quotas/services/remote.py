@@ -13,6 +13,7 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
+from quotaportal.quotas.bridge import RECENT_PREEMPTIONS_KEPT
 from quotaportal.quotas.models import (
     DISPATCHED,
     FINAL,
@@ -27,7 +28,6 @@ from quotaportal.quotas.services.audit import record
 from quotaportal.quotas.services.ticks import queue_changed
 
 REMOTE = "AWS Batch"  # how the audit log names who decided
-RECENT_KEPT = 10
 
 
 @dataclass
@@ -73,28 +73,13 @@ def record_remote_state(job: Job, state: RemoteState, now: datetime | None = Non
     if job.status in FINAL:
         return []
     events = _transitions(job, state)
-    job.status = state.status
-    job.status_reason = state.status_reason
-    job.scheduled_at, job.started_at = state.scheduled_at, state.started_at
-    job.stopped_at = state.stopped_at if state.status in FINAL else None
-    job.preempted_count = state.preempted_count
-    job.recent_preemptions = state.recent_preemptions[-RECENT_KEPT:]
-    job.is_terminated = job.is_terminated or state.is_terminated
-    job.attempt_count = len(state.attempts)
+    reported = _reported_fields(state)
+    reported["is_terminated"] = job.is_terminated or state.is_terminated
     if state.status != JobStatus.RUNNABLE:
-        job.pending_reason = ""
-    fields = [
-        "status",
-        "status_reason",
-        "scheduled_at",
-        "started_at",
-        "stopped_at",
-        "preempted_count",
-        "recent_preemptions",
-        "is_terminated",
-        "attempt_count",
-        "pending_reason",
-    ]
+        reported["pending_reason"] = ""
+    for name, value in reported.items():
+        setattr(job, name, value)
+    fields = list(reported)
     if state.scheduling_priority is not None and state.scheduling_priority != (
         job.scheduling_priority
     ):
@@ -108,6 +93,21 @@ def record_remote_state(job: Job, state: RemoteState, now: datetime | None = Non
     if events:
         queue_changed(job.job_queue_id)
     return [kind for kind, _ in events]
+
+
+def _reported_fields(state: RemoteState) -> dict:
+    """The job's fields as the remote scheduler reports them."""
+    return {
+        "status": state.status,
+        "status_reason": state.status_reason,
+        "scheduled_at": state.scheduled_at,
+        "started_at": state.started_at,
+        "stopped_at": state.stopped_at if state.status in FINAL else None,
+        "preempted_count": state.preempted_count,
+        "recent_preemptions": state.recent_preemptions[-RECENT_PREEMPTIONS_KEPT:],
+        "is_terminated": state.is_terminated,
+        "attempt_count": len(state.attempts),
+    }
 
 
 def _transitions(job: Job, state: RemoteState) -> list[tuple[str, dict]]:
@@ -165,6 +165,7 @@ def adopt_remote_job(
 ) -> Job:
     """A job the remote scheduler holds that the portal did not submit (an import, or a job
     submitted straight to AWS): it becomes a portal job, audited, with the state reported."""
+    # Its history so far is AWS's, not news: it is written as found, without events.
     job = Job.objects.create(
         job_queue=queue,
         quota_share=share,
@@ -174,28 +175,15 @@ def adopt_remote_job(
         name=name[:128] or "unnamed",
         quantity=max(1, quantity),
         scheduling_priority=state.scheduling_priority or 0,
-        status=JobStatus.RUNNABLE,
         service_request_payload=payload,
         retry_attempts=min(max(retry_attempts, 1), 10),
         preemption_retries_before_termination=preemption_retries,
         attempt_duration_seconds=attempt_duration_seconds,
         tags=tags or {},
         created_at=created_at or timezone.now(),
+        **_reported_fields(state),
     )
     record(None, EventKind.AWS_IMPORTED, job=job, share=share, by=REMOTE, how=how)
-    # Its history so far is AWS's, not news: the state is written as found, without events.
-    Job.objects.filter(pk=job.pk).update(
-        status=state.status,
-        status_reason=state.status_reason,
-        scheduled_at=state.scheduled_at,
-        started_at=state.started_at,
-        stopped_at=state.stopped_at if state.status in FINAL else None,
-        preempted_count=state.preempted_count,
-        recent_preemptions=state.recent_preemptions[-RECENT_KEPT:],
-        attempt_count=len(state.attempts),
-        is_terminated=state.is_terminated,
-    )
-    job.refresh_from_db()
     _write_attempts(job, state.attempts)
     queue_changed(queue.pk)
     return job
