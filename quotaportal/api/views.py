@@ -24,6 +24,7 @@ from quotaportal.quotas.models import (
     Team,
 )
 from quotaportal.quotas.services import reservations as reservation_services
+from quotaportal.quotas.services.resources import AWS_CONNECTION_FIELDS
 
 NAME = r"[^/]+"
 
@@ -106,7 +107,7 @@ class ServiceEnvironmentViewSet(mixins.UpdateModelMixin, NamedViewSet):
         serializer = self.get_serializer(env, data=request.data, partial=True)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        connection = {"region", "endpoint_url", "aws_profile"}
+        connection = AWS_CONNECTION_FIELDS
         if set(data) - {"capacity_limits", "state", *connection}:
             raise serializers.ValidationError(
                 {

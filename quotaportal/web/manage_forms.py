@@ -14,7 +14,7 @@ from quotaportal.quotas.models import (
     State,
     Team,
 )
-from quotaportal.quotas.services.resources import MAX_GPUS_PER_UNIT
+from quotaportal.quotas.services.resources import AWS_CONNECTION_FIELDS, MAX_GPUS_PER_UNIT
 from quotaportal.web.forms import parse_unit_counts
 
 # AWS's rule for the names of environments, policies and queues (units may hold dots).
@@ -117,7 +117,7 @@ class AwsConnectionFields(forms.Form):
     )
 
 
-AWS_FIELDS = ["region", "endpoint_url", "aws_profile"]
+AWS_FIELDS = list(AWS_CONNECTION_FIELDS)
 
 
 class EnvironmentForm(AwsConnectionFields):
@@ -149,8 +149,8 @@ class EnvironmentEditForm(AwsConnectionFields):
 
     def __init__(self, *args, aws: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
-        for name in AWS_FIELDS:
-            if not aws:
+        if not aws:
+            for name in AWS_FIELDS:
                 del self.fields[name]
 
 

@@ -161,9 +161,7 @@ def _waiting(aws_status: str) -> bool:
 
 def _tracked(sync: Sync):
     """The queue's jobs AWS holds that are not final on both sides."""
-    tracked = RemoteJob.objects.filter(job__job_queue=sync.queue).exclude(
-        aws_status__in=AWS_FINAL
-    )
+    tracked = RemoteJob.objects.filter(job__job_queue=sync.queue).exclude(aws_status__in=AWS_FINAL)
     if sync.caller.dry_run:  # a check's pretended submits are not in AWS to be pulled
         tracked = tracked.exclude(aws_job_id__startswith=DRY_RUN_PREFIX)
     return tracked

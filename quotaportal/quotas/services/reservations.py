@@ -15,14 +15,9 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from quotaportal.quotas.backends import backend_for
 from quotaportal.quotas.errors import Conflict, InvalidInput
-from quotaportal.quotas.models import (
-    Backend,
-    CapacityUnit,
-    EventKind,
-    Reservation,
-    ServiceEnvironment,
-)
+from quotaportal.quotas.models import CapacityUnit, EventKind, Reservation, ServiceEnvironment
 from quotaportal.quotas.permissions import require_admin
 from quotaportal.quotas.services.audit import record
 from quotaportal.quotas.services.ticks import queue_changed
@@ -69,10 +64,10 @@ def create_reservation(
     now: datetime | None = None,
 ) -> Reservation:
     require_admin(actor, "reserve capacity")
-    if env.backend == Backend.AWS_BATCH:
+    if backend_for(env).schedules_itself:  # AWS Batch: its capacity is not the portal's
         raise Conflict(
-            f"{env.name} is an AWS_BATCH environment: its reserved capacity (training plans) "
-            "is AWS's to manage"
+            f"{env.name} is an {env.backend} environment: its reserved capacity (training "
+            "plans) is AWS's to manage"
         )
     now = now or timezone.now()
     unit = capacity_unit

@@ -155,6 +155,7 @@ def _check_capacity(capacity_limits) -> dict[str, CapacityUnit]:
     return units
 
 
+AWS_CONNECTION_FIELDS = ("region", "endpoint_url", "aws_profile")
 AWS_REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-\d{1,2}")
 AWS_PROFILE = re.compile(r"[A-Za-z0-9_.@+-]{1,64}")
 ENDPOINT_URL = re.compile(r"https?://[^\s/?#]+(/[^\s?#]*)?")
@@ -242,12 +243,11 @@ def update_service_environment(
 ) -> ServiceEnvironment:
     """Change capacity, state, and (AWS_BATCH) region, endpoint_url or aws_profile."""
     require_admin(actor, "change service environments")
-    if unknown := sorted(set(connection) - {"region", "endpoint_url", "aws_profile"}):
+    if unknown := sorted(set(connection) - set(AWS_CONNECTION_FIELDS)):
         raise InvalidInput(dict.fromkeys(unknown, "this field cannot be changed"))
     if connection:
         merged = {
-            key: connection.get(key, getattr(env, key)) or ""
-            for key in ("region", "endpoint_url", "aws_profile")
+            key: connection.get(key, getattr(env, key)) or "" for key in AWS_CONNECTION_FIELDS
         }
         if errors := aws_connection_errors(env.backend, **merged):
             raise InvalidInput(errors)
