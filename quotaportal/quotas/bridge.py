@@ -173,15 +173,21 @@ class Loaded:
     share_ranks: dict[str, int | None]
 
 
-def load_snapshot(
-    queue: JobQueue, now: datetime | None = None, fit_units: set[str] = frozenset()
-) -> Loaded:
-    share_rows = list(QuotaShare.objects.filter(job_queue=queue).order_by("name"))
+def share_limits(queue: JobQueue) -> dict[int, dict[str, int]]:
+    """Every share's capacity limits in the queue, in one query: share id -> unit -> count."""
     limits: dict[int, dict[str, int]] = defaultdict(dict)
     for share_id, unit, count in ShareCapacityLimit.objects.filter(
         share__job_queue=queue
     ).values_list("share_id", "capacity_unit__name", "max_capacity"):
         limits[share_id][unit] = count
+    return limits
+
+
+def load_snapshot(
+    queue: JobQueue, now: datetime | None = None, fit_units: set[str] = frozenset()
+) -> Loaded:
+    share_rows = list(QuotaShare.objects.filter(job_queue=queue).order_by("name"))
+    limits = share_limits(queue)
     shares = tuple(share_of(s, limits[s.id]) for s in share_rows)
     jobs, pending = _active_jobs(queue.id)
     snapshot = Snapshot(

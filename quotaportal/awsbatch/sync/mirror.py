@@ -79,6 +79,7 @@ def config_due(sync: Sync) -> bool:
     if env_row is None or env_row.synced != _environment_now(sync.env):
         return True
     shares = {share_key(sync.queue.name, s.name): s for s in sync.queue.quota_shares.all()}
+    limits = bridge.share_limits(sync.queue)
     mirrored = {
         name
         for kind, name in rows
@@ -88,7 +89,7 @@ def config_due(sync: Sync) -> bool:
         return True
     return any(
         rows[(MirrorKind.SHARE, key)].aws is None
-        and rows[(MirrorKind.SHARE, key)].synced != share_config(share)
+        and rows[(MirrorKind.SHARE, key)].synced != share_config(share, limits[share.id])
         for key, share in shares.items()
     )
 
@@ -223,11 +224,13 @@ def _shares(sync: Sync) -> None:
             environment=sync.env, kind=MirrorKind.SHARE, name__startswith=prefix
         )
     }
-    for share in queue.quota_shares.select_related("team").order_by("name"):
+    shares = list(queue.quota_shares.select_related("team").order_by("name"))
+    limits = bridge.share_limits(queue)
+    for share in shares:
         row = rows.pop(share.name, None) or mirror_row(
             sync, MirrorKind.SHARE, share_key(queue.name, share.name)
         )
-        local = share_config(share)
+        local = share_config(share, limits[share.id])
         if share.name not in remote:
             row.arn = sync.caller(
                 "create_quota_share",
@@ -258,7 +261,7 @@ def _shares(sync: Sync) -> None:
         if name in remote:
             _delete_share(sync, remote[name])
         row.delete()
-    for name in sorted(set(remote) - {s.name for s in queue.quota_shares.all()} - set(rows)):
+    for name in sorted(set(remote) - {s.name for s in shares} - set(rows)):
         sync.note(f"quota share {name} exists only in AWS; left alone")
 
 

@@ -32,9 +32,10 @@ def limits_dict(items) -> dict[str, int]:
 # Quota shares
 
 
-def share_config(share: QuotaShare) -> dict:
+def share_config(share: QuotaShare, limits: dict[str, int] | None = None) -> dict:
+    """`limits` as bridge.share_limits gives them for a whole queue (else they are read)."""
     return {
-        "capacity_limits": limits_of(share),
+        "capacity_limits": limits_of(share) if limits is None else dict(limits),
         "sharing_strategy": share.sharing_strategy,
         "borrow_limit": share.borrow_limit,
         "in_share_preemption": share.in_share_preemption,

@@ -134,13 +134,12 @@ def _tick_queue(queue: JobQueue, now, fit_units: set[str] = frozenset()) -> Sche
             now,
             started,
         )
-    dispatched, preempted, calls = outcome.counts
     run = SchedulerRun(
         job_queue=queue,
-        dispatched=dispatched,
-        preempted=preempted,
+        dispatched=outcome.dispatched,
+        preempted=outcome.preempted,
         replanned=outcome.replanned,
-        backend_calls=calls,
+        backend_calls=outcome.calls,
     )
     return _recorded(run, now, started)
 
@@ -181,10 +180,6 @@ class _Outcome:
     calls: int = 0
     dispatched: int = 0
     preempted: int = 0
-
-    @property
-    def counts(self) -> tuple[int, int, int]:
-        return self.dispatched, self.preempted, self.calls
 
 
 def _tick_locked(queue: JobQueue, now, fit_units: set[str]) -> _Outcome:
