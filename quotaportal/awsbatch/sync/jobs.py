@@ -36,6 +36,7 @@ from quotaportal.quotas.services.remote import (
     record_remote_state,
     reject_unpushed,
 )
+from quotaportal.quotas.services.resources import create_capacity_unit
 
 LOST = "AWS Batch no longer knows this job"
 
@@ -228,9 +229,9 @@ def adopt_described(queue, detail: dict, how: str) -> Job | None:
     if share is None:
         return None
     usage = (detail.get("capacityUsage") or [{}])[0]
-    unit, _ = CapacityUnit.objects.get_or_create(
-        name=usage.get("capacityUnit") or "unknown",
-        defaults={"description": "found in AWS Batch"},
+    unit_name = usage.get("capacityUnit") or "unknown"
+    unit = CapacityUnit.objects.filter(name=unit_name).first() or create_capacity_unit(
+        None, name=unit_name, description="found in AWS Batch"
     )
     state = remote_state(detail)
     retry = detail.get("retryStrategy") or {}
