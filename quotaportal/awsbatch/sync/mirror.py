@@ -137,46 +137,45 @@ def _environment_now(env: ServiceEnvironment) -> dict:
 def _environment(sync: Sync) -> str:
     env = sync.env
     local = _environment_now(env)
-    row = mirror_row(sync, MirrorKind.ENVIRONMENT, env.name)
     found = sync.caller("describe_service_environments", serviceEnvironments=[env.name]).get(
         "serviceEnvironments", []
     )
-    if not found:
-        row.arn = sync.caller(
+    return _one_resource(
+        sync,
+        mirror_row(sync, MirrorKind.ENVIRONMENT, env.name),
+        local,
+        found,
+        "serviceEnvironmentArn",
+        aws_environment_config,
+        create=lambda: sync.caller(
             "create_service_environment",
             serviceEnvironmentName=env.name,
             serviceEnvironmentType=SAGEMAKER_TRAINING,
             capacityLimits=limits_list(local["capacity_limits"]),
             state=local["state"],
-        )["serviceEnvironmentArn"]
-        _pushed(sync, f"created service environment {env.name}")
-        _agreed(row, local, sync.now)
-        return row.arn
-    row.arn = found[0]["serviceEnvironmentArn"]
-    _reconcile(
-        sync,
-        row,
-        local,
-        aws_environment_config(found[0]),
-        lambda: sync.caller(
+        ),
+        update=lambda arn: sync.caller(
             "update_service_environment",
-            serviceEnvironment=row.arn,
+            serviceEnvironment=arn,
             capacityLimits=limits_list(local["capacity_limits"]),
             state=local["state"],
         ),
-        f"service environment {env.name}",
-        hold_drift=False,
+        label=f"service environment {env.name}",
     )
-    return row.arn
 
 
 def _queue(sync: Sync, policy_arn: str, env_arn: str) -> None:
     queue = sync.queue
     local = queue_config(queue)
-    row = mirror_row(sync, MirrorKind.QUEUE, queue.name)
-    found = sync.caller("describe_job_queues", jobQueues=[queue.name]).get("jobQueues", [])
-    if not found:
-        row.arn = sync.caller(
+    actions = time_limit_actions(local)
+    _one_resource(
+        sync,
+        mirror_row(sync, MirrorKind.QUEUE, queue.name),
+        local,
+        sync.caller("describe_job_queues", jobQueues=[queue.name]).get("jobQueues", []),
+        "jobQueueArn",
+        aws_queue_config,
+        create=lambda: sync.caller(
             "create_job_queue",
             jobQueueName=queue.name,
             priority=local["priority"],
@@ -184,31 +183,38 @@ def _queue(sync: Sync, policy_arn: str, env_arn: str) -> None:
             schedulingPolicyArn=policy_arn,
             serviceEnvironmentOrder=[{"order": 1, "serviceEnvironment": env_arn}],
             jobQueueType=SAGEMAKER_TRAINING,
-            **(
-                {"jobStateTimeLimitActions": time_limit_actions(local)}
-                if local["job_state_time_limit_actions"]
-                else {}
-            ),
-        )["jobQueueArn"]
-        _pushed(sync, f"created job queue {queue.name}")
+            **({"jobStateTimeLimitActions": actions} if actions else {}),
+        ),
+        update=lambda arn: sync.caller(
+            "update_job_queue",
+            jobQueue=arn,
+            priority=local["priority"],
+            state=local["state"],
+            jobStateTimeLimitActions=actions,
+        ),
+        label=f"job queue {queue.name}",
+    )
+
+
+def _one_resource(sync, row, local, found, arn_key, aws_config, *, create, update, label) -> str:
+    """An environment or queue: created when AWS has none (`found` is what it described),
+    else reconciled, AWS's console changes set back to the portal's. Its ARN."""
+    if not found:
+        row.arn = create()[arn_key]
+        _pushed(sync, f"created {label}")
         _agreed(row, local, sync.now)
-        return
-    row.arn = found[0]["jobQueueArn"]
+        return row.arn
+    row.arn = found[0][arn_key]
     _reconcile(
         sync,
         row,
         local,
-        aws_queue_config(found[0]),
-        lambda: sync.caller(
-            "update_job_queue",
-            jobQueue=row.arn,
-            priority=local["priority"],
-            state=local["state"],
-            jobStateTimeLimitActions=time_limit_actions(local),
-        ),
-        f"job queue {queue.name}",
+        aws_config(found[0]),
+        lambda: update(row.arn),
+        label,
         hold_drift=False,
     )
+    return row.arn
 
 
 def _shares(sync: Sync) -> None:
