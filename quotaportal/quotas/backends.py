@@ -31,6 +31,12 @@ class EnvironmentBackend:
         after putting them back to RUNNABLE."""
         return []
 
+    def next_change(self, queue, now: datetime) -> datetime | None:
+        """When the backend's own state next changes by itself, with no report to announce
+        it (a SIMULATED job's start or end): the tick is asked for at that instant, just as
+        an agent's exit report asks for one at once. None: nothing is due by itself."""
+        return None
+
 
 _REGISTRY: dict[str, EnvironmentBackend] = {}
 _NOTHING = EnvironmentBackend()

@@ -126,6 +126,39 @@ def _held(env: ServiceEnvironment, queues) -> dict[str, int]:
     )
 
 
+# capacity_of's two reads in one statement: it runs on every tick, and on PostgreSQL one
+# round trip without the ORM's query building is a fraction of the two it replaces.
+CAPACITY_SQL = """
+    SELECT u.name, c.held, SUM(c.n)::int FROM (
+        SELECT false AS held, capacity_unit_id AS unit, max_capacity AS n
+        FROM quotas_environmentcapacity WHERE environment_id = %(env)s
+        UNION ALL
+        SELECT false, capacity_unit_id, instances FROM quotas_reservation
+        WHERE environment_id = %(env)s AND starts_at <= %(now)s AND ends_at > %(now)s
+        UNION ALL
+        SELECT true, j.capacity_unit_id, j.quantity FROM quotas_job j
+        JOIN quotas_jobqueue q ON q.id = j.job_queue_id
+        WHERE q.service_environment_id = %(env)s AND j.job_queue_id <> %(queue)s
+          AND j.status IN ('SCHEDULED', 'STARTING', 'RUNNING')
+    ) c JOIN quotas_capacityunit u ON u.id = c.unit GROUP BY u.name, c.held
+"""
+
+
+def _limits_and_held(queue: JobQueue, now: datetime) -> tuple[dict[str, int], dict[str, int]]:
+    """The environment's capacity now (max_capacity plus active reservations) and what its
+    other queues' dispatched jobs hold, per unit."""
+    env = queue.service_environment
+    if connection.vendor != "postgresql":
+        return capacity_now(env, now), _held(env, env.job_queues.exclude(pk=queue.pk))
+    limits: dict[str, int] = {}
+    held: dict[str, int] = {}
+    with connection.cursor() as cursor:
+        cursor.execute(CAPACITY_SQL, {"env": env.pk, "queue": queue.pk, "now": now})
+        for unit, is_held, count in cursor.fetchall():
+            (held if is_held else limits)[unit] = count
+    return limits, held
+
+
 def capacity_of(queue: JobQueue, now: datetime | None = None) -> dict[str, int]:
     """C(u) for this queue: the environment's capacity now (max_capacity plus active
     reservations; for LOCAL no more than its READY hosts' slots) less what the environment's
@@ -135,10 +168,10 @@ def capacity_of(queue: JobQueue, now: datetime | None = None) -> dict[str, int]:
     priority order, so a lower queue sees what the higher ones leave.
     """
     env = queue.service_environment
-    usable = _usable(queue, now)
-    if usable is None:
-        return dict.fromkeys(capacity_now(env, now), 0)
-    held = _held(env, env.job_queues.exclude(pk=queue.pk))
+    limits, held = _limits_and_held(queue, now or timezone.now())
+    if env.state != State.ENABLED or queue.state != State.ENABLED:
+        return dict.fromkeys(limits, 0)
+    usable = backend_for(env).capacity(env, limits)
     return {unit: max(0, count - held.get(unit, 0)) for unit, count in usable.items()}
 
 

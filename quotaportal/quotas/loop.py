@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 from django.db import close_old_connections, connection
 from django.utils import timezone
 
-from quotaportal.quotas.services import estimates, reservations
+from quotaportal.quotas.services import estimates, reservations, ticks
 from quotaportal.quotas.services.tick import run_tick, tickable_queue_ids
 from quotaportal.quotas.tasks import prune_history
 
@@ -25,34 +26,39 @@ class SchedulerLoop(threading.Thread):
         self.period = period
         self._stop_event = threading.Event()
 
-    PRUNE_EVERY = 600  # loop turns between prunings of old runs and samples
-    ESTIMATE_EVERY = 5  # loop turns between refreshes of start-time estimates
+    PRUNE_SECONDS = 1200.0  # between prunings of old runs and samples
+    ESTIMATE_SECONDS = 10.0  # between refreshes of start-time estimates
 
     def run(self) -> None:
-        turns = 0
+        # By the clock, not by turns: a turn may be short when a tick is due sooner.
+        pruned = estimated = float("-inf")
         try:
             while not self._stop_event.is_set():
                 self.tick_all()
-                if turns % self.PRUNE_EVERY == 0:
+                if time.monotonic() - pruned >= self.PRUNE_SECONDS:
                     prune_history()
-                if turns % self.ESTIMATE_EVERY == 0:
+                    pruned = time.monotonic()
+                if time.monotonic() - estimated >= self.ESTIMATE_SECONDS:
                     self.refresh_estimates()
-                turns += 1
+                    estimated = time.monotonic()
                 self._stop_event.wait(self.pause())
         finally:
             connection.close()
 
     def pause(self) -> float:
-        """The period, or less when a reservation starts or ends sooner: capacity changes at
-        that instant, and the tick must not wait a whole period to notice."""
+        """The period, or less when a reservation starts or ends sooner (capacity changes at
+        that instant) or a tick asked to run sooner (a SIMULATED job ends then): the tick
+        must not wait a whole period to notice."""
+        asked = ticks.next_local_wake()
         try:
             upcoming = reservations.next_capacity_change()
         except Exception:  # a database hiccup must not stop the loop; it ticks on its period
             log.exception("could not read upcoming reservations")
+            upcoming = None
+        soonest = min((t for t in (asked, upcoming) if t is not None), default=None)
+        if soonest is None:
             return self.period
-        if upcoming is None:
-            return self.period
-        return max(0.0, min(self.period, (upcoming - timezone.now()).total_seconds()))
+        return max(0.0, min(self.period, (soonest - timezone.now()).total_seconds()))
 
     def tick_all(self) -> None:
         close_old_connections()

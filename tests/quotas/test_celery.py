@@ -1,7 +1,9 @@
-"""A real Celery worker with beat, on the machine's Redis, dispatches a job with no manual tick."""
+"""A real Celery worker with beat, on the machine's Redis, dispatches a job with no manual tick;
+and ends a SIMULATED job at its instant rather than at the next beat."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -10,6 +12,7 @@ import time
 
 import pytest
 import redis
+from celery import Celery
 from django.db import connection
 
 from quotaportal.quotas.models import Job, SchedulerRun
@@ -22,17 +25,13 @@ def broker_url() -> str:
     return os.environ["REDIS_URL"].rsplit("/", 1)[0] + f"/{BROKER_DB}"
 
 
-@pytest.mark.django_db(transaction=True)
-def test_worker_with_beat_dispatches_a_submitted_job(people, fleet, repo, tmp_path):
+@contextlib.contextmanager
+def worker_with_beat(repo, tmp_path, **settings):
+    """A solo worker with an embedded beat on this test's database; yields its process and,
+    once it has stopped, its output in `log`."""
     redis.Redis.from_url(broker_url()).flushdb()
     database = os.environ["DATABASE_URL"].rsplit("/", 1)[0] + "/" + connection.settings_dict["NAME"]
-    env = {
-        **os.environ,
-        "DATABASE_URL": database,
-        "REDIS_URL": broker_url(),
-        "QP_TICK_SECONDS": "1",
-        "QP_IMMEDIATE_TICKS": "0",
-    }
+    env = {**os.environ, "DATABASE_URL": database, "REDIS_URL": broker_url(), **settings}
     celery = os.path.join(os.path.dirname(sys.executable), "celery")
     worker = subprocess.Popen(
         [
@@ -54,14 +53,9 @@ def test_worker_with_beat_dispatches_a_submitted_job(people, fleet, repo, tmp_pa
         stderr=subprocess.STDOUT,
         text=True,
     )
+    log = []
     try:
-        job = submit(people.alice, fleet)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and Job.objects.get(pk=job.pk).status == "RUNNABLE":
-            assert worker.poll() is None, "the worker exited early"
-            time.sleep(0.5)
-        assert Job.objects.get(pk=job.pk).status in ("SCHEDULED", "RUNNING")
-        assert SchedulerRun.objects.filter(job_queue=fleet.queue, dispatched=1).exists()
+        yield worker, log
     finally:
         worker.send_signal(signal.SIGTERM)
         try:
@@ -69,4 +63,43 @@ def test_worker_with_beat_dispatches_a_submitted_job(people, fleet, repo, tmp_pa
         except subprocess.TimeoutExpired:
             worker.kill()
             output, _ = worker.communicate()
-    assert "tick_all_queues" in output
+        log.append(output)
+
+
+def wait_for(worker, done, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not done():
+        assert worker.poll() is None, "the worker exited early"
+        time.sleep(0.2)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_worker_with_beat_dispatches_a_submitted_job(people, fleet, repo, tmp_path):
+    settings = {"QP_TICK_SECONDS": "1", "QP_IMMEDIATE_TICKS": "0"}
+    with worker_with_beat(repo, tmp_path, **settings) as (worker, log):
+        job = submit(people.alice, fleet)
+        wait_for(worker, lambda: Job.objects.get(pk=job.pk).status != "RUNNABLE", 60)
+        assert Job.objects.get(pk=job.pk).status in ("SCHEDULED", "RUNNING")
+        assert SchedulerRun.objects.filter(job_queue=fleet.queue, dispatched=1).exists()
+    assert "tick_all_queues" in log[0]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_simulated_job_starts_and_ends_at_its_instants_not_at_the_next_beat(
+    people, fleet, repo, tmp_path
+):
+    """The beat comes every 60 s; one tick is sent by hand (as a submit would send it). The job
+    starts at the tick after its dispatch and ends when its 2 s have passed, each by a tick the
+    worker asked for at that instant."""
+    job = submit(people.alice, fleet, name="two-seconds", simulated_duration_seconds=2)
+    settings = {"QP_TICK_SECONDS": "60", "QP_IMMEDIATE_TICKS": "1"}
+    with worker_with_beat(repo, tmp_path, **settings) as (worker, _):
+        Celery(broker=broker_url()).send_task(
+            "quotaportal.quotas.tasks.tick_queue", args=[fleet.queue.pk], kwargs={"immediate": True}
+        )
+        wait_for(worker, lambda: Job.objects.get(pk=job.pk).status == "SUCCEEDED", 40)
+    job.refresh_from_db()
+    assert job.status == "SUCCEEDED", "ended long before the second beat"
+    assert (job.started_at - job.scheduled_at).total_seconds() < 10
+    ran = (job.stopped_at - job.started_at).total_seconds()
+    assert 2 <= ran < 10, f"ended {ran:.2f} s after it started, not at its 2 s"

@@ -14,9 +14,11 @@ import logging
 from datetime import UTC, datetime
 
 from django.conf import settings
+from django.db import transaction
 from django.utils import timezone
 
 from quotaportal.quotas import bridge, selectors
+from quotaportal.quotas.locks import lock_environment
 from quotaportal.quotas.models import ACTIVE, Job, JobQueue, JobStatus, State
 from scheduler.simulate import QueueConfig, Running, WorkJob
 from scheduler.simulate.estimate import ASSUMPTION, Durations, estimate_starts
@@ -24,6 +26,7 @@ from scheduler.simulate.estimate import ASSUMPTION, Durations, estimate_starts
 log = logging.getLogger(__name__)
 
 HISTORY = 500  # finished jobs per queue the expected durations are taken from
+STORE_LOCK_SECONDS = 2.0  # how long the write waits for a tick of the environment to end
 
 __all__ = ["ASSUMPTION", "refresh_all_estimates", "refresh_estimates"]
 
@@ -126,7 +129,19 @@ def _recent_durations(queue: JobQueue) -> Durations:
 
 
 def _store(queue: JobQueue, starts: dict[str, float | None]) -> int:
-    """Write the estimates that changed (and clear those of jobs no longer considered)."""
+    """Write the estimates that changed (and clear those of jobs no longer considered).
+
+    Under the environment's tick lock: a tick writes the same rows (pending reasons, starts)
+    in its own order, and two writers of many rows in different orders deadlock. A tick
+    takes well under a second; if the lock does not come, this refresh writes nothing and
+    the next one does."""
+    with transaction.atomic():
+        if not lock_environment(queue.service_environment_id, STORE_LOCK_SECONDS):
+            return 0
+        return _store_locked(queue, starts)
+
+
+def _store_locked(queue: JobQueue, starts: dict[str, float | None]) -> int:
     current = dict(
         Job.objects.filter(job_queue=queue, status=JobStatus.RUNNABLE).values_list(
             "id", "estimated_start_at"

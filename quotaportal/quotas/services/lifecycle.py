@@ -78,7 +78,10 @@ def finish_job(job: Job, status: str, now=None, actor=None) -> Job | None:
 
 
 def progress_simulated(queue_id: int, now) -> None:
-    """SIMULATED backend: dispatched jobs run from the next tick and end after their duration."""
+    """SIMULATED backend: dispatched jobs run from the next tick and end after their duration.
+
+    It runs inside the tick, which plans the freed capacity right after: no other tick is
+    asked for (the backend asks for one at its next start or end instead)."""
     Job.objects.filter(
         job_queue_id=queue_id,
         status__in=(JobStatus.SCHEDULED, JobStatus.STARTING),
@@ -94,15 +97,19 @@ def progress_simulated(queue_id: int, now) -> None:
         if started + timedelta(seconds=seconds) <= now
     ]
     if due:
-        succeed_in_bulk(queue_id, due, SIMULATED_DONE, now)
+        succeed_in_bulk(queue_id, due, SIMULATED_DONE, now, in_tick=True)
 
 
 SIMULATED_DONE = "Simulated run completed"
 
 
-def succeed_in_bulk(queue_id: int, job_ids: list, status_reason: str, now) -> int:
+def succeed_in_bulk(
+    queue_id: int, job_ids: list, status_reason: str, now, *, in_tick: bool = False
+) -> int:
     """end_attempt(succeeded=True) for many jobs of one queue in a handful of statements:
-    a busy simulated queue ends dozens of jobs per tick. The number of jobs ended."""
+    a busy simulated queue ends dozens of jobs per tick. The number of jobs ended.
+
+    `in_tick`: called by the tick itself, which plans the change next, so none is asked for."""
     with transaction.atomic():
         rows = list(
             Job.objects.select_for_update()
@@ -134,7 +141,7 @@ def succeed_in_bulk(queue_id: int, job_ids: list, status_reason: str, now) -> in
             )
             for pk, share_id, count in rows
         )
-    queue_changed(queue_id)
+    queue_changed(queue_id, tick=not in_tick)
     wakeups.announce_queue(queue_id)
     return len(rows)
 

@@ -44,6 +44,7 @@ from quotaportal.quotas.models import (
     TickStat,
     UtilizationSample,
 )
+from quotaportal.quotas.services import ticks
 from quotaportal.quotas.services.lifecycle import (
     enforce_attempt_timeouts,
     enforce_runnable_time_limits,
@@ -195,6 +196,7 @@ def _tick_locked(queue: JobQueue, now, fit_units: set[str]) -> _Outcome:
     version = JobQueue.objects.values_list("state_version", flat=True).get(pk=queue.id)
     if not fit_units and _unchanged_since_last_plan(queue, version, now):
         record_sample(queue, None, now)
+        _tick_at_next_change(queue, backend, now)
         return _Outcome(replanned=False, calls=calls)
     loaded = bridge.load_snapshot(queue, now, fit_units)
     plan = plan_tick(loaded.snapshot, now.timestamp())
@@ -216,7 +218,15 @@ def _tick_locked(queue: JobQueue, now, fit_units: set[str]) -> _Outcome:
     # Only a plan that changed nothing is a fixed point worth remembering; after any change
     # the next tick must plan again (a preempted job may start, a blocked share may move).
     _remember_plan(queue, version, loaded, now, settled=not dispatched and not preempted)
+    _tick_at_next_change(queue, backend, now)
     return _Outcome(replanned=True, calls=calls, dispatched=dispatched, preempted=preempted)
+
+
+def _tick_at_next_change(queue: JobQueue, backend, now) -> None:
+    """A backend whose jobs start and end by themselves (SIMULATED) gets a tick at that
+    instant, as an agent's report would bring one; only where ticks follow changes at all."""
+    if settings.QP_IMMEDIATE_TICKS and (when := backend.next_change(queue, now)) is not None:
+        ticks.tick_when_due(queue.id, when)
 
 
 def _remember_plan(queue: JobQueue, version: int, loaded, now, *, settled: bool) -> None:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import logging
+import math
 import threading
+import time
+from datetime import datetime
 from functools import partial
 
 from django.conf import settings
@@ -16,14 +19,16 @@ from quotaportal.quotas.models import JobQueue
 log = logging.getLogger(__name__)
 
 
-def queue_changed(queue_id: int) -> None:
+def queue_changed(queue_id: int, *, tick: bool = True) -> None:
     """What the planner sees in this queue changed: bump its version and tick after commit.
 
     Every service that changes jobs, shares, capacity or queue settings calls this, so a tick
-    can skip re-planning a queue whose version has not moved (see services.tick).
+    can skip re-planning a queue whose version has not moved (see services.tick). A change
+    made by a tick itself, which plans right after, asks for no other tick (`tick` False).
     """
     JobQueue.objects.filter(pk=queue_id).update(state_version=F("state_version") + 1)
-    tick_after_commit(queue_id)
+    if tick:
+        tick_after_commit(queue_id)
 
 
 def tick_after_commit(queue_id: int) -> None:
@@ -55,6 +60,66 @@ def enqueue_tick(queue_id: int) -> bool:
             log.warning("could not release the tick mark of queue %s; it expires", queue_id)
         return False
     return True
+
+
+def tick_when_due(queue_id: int, when: datetime) -> None:
+    """After this transaction commits, ask for a tick of the queue's environment at `when`:
+    the instant its backend's state changes by itself (a SIMULATED job's end), so the change
+    is planned at once rather than at the next beat.
+
+    One such tick waits per environment, the earliest asked for: every tick asks again for
+    what is due after it, so later instants are never lost. Without a broker the embedded
+    loop wakes for it (next_local_wake).
+    """
+    if getattr(settings, "QP_IMMEDIATE_TICKS", True):
+        transaction.on_commit(partial(_schedule_wake, queue_id, when))
+
+
+WAKE_HORIZON_SECONDS = 600  # further off, the beat ticks first anyway (and eta tasks that
+# wait past the broker's visibility timeout would be delivered twice)
+_local_wakes: dict[int, datetime] = {}  # environment id -> earliest wake, without a broker
+
+
+def _schedule_wake(queue_id: int, when: datetime) -> None:
+    from quotaportal.quotas.tasks import tick_queue
+
+    env_id = environment_of(queue_id)
+    if env_id is None:
+        return
+    if settings.CELERY_TASK_ALWAYS_EAGER:
+        with gate._lock:
+            if env_id not in _local_wakes or when < _local_wakes[env_id]:
+                _local_wakes[env_id] = when
+        return
+    at, wall = when.timestamp(), time.time()
+    if at <= wall:  # due now: the immediate tick, which coalesces with the changes' ticks
+        enqueue_tick(queue_id)
+        return
+    if at - wall > WAKE_HORIZON_SECONDS:
+        return
+    try:
+        store = redis_client.client(settings.REDIS_URL)
+        waiting = store.get(_wake_key(env_id))
+        # A wake still ahead and no later than this one will ask for this one when it runs.
+        if waiting is not None and wall < float(waiting) <= at:
+            return
+        store.set(_wake_key(env_id), repr(at), ex=max(1, math.ceil(at - wall)) + 2)
+        tick_queue.apply_async((queue_id,), {"wait": True}, eta=when)
+    except Exception:  # the broker's errors vary; the beat ticks soon after anyway
+        log.exception("could not schedule a tick of queue %s at %s", queue_id, when)
+
+
+def next_local_wake() -> datetime | None:
+    """The earliest wake asked for in this process (no broker), cleared as it is read: the
+    embedded loop sleeps until then at most, and the ticks it runs ask again."""
+    with gate._lock:
+        soonest = min(_local_wakes.values(), default=None)
+        _local_wakes.clear()
+    return soonest
+
+
+def _wake_key(env_id: int) -> str:
+    return f"quotaportal:tick-at:{env_id}"
 
 
 class TickGate:

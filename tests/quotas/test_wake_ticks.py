@@ -1,0 +1,144 @@
+"""A SIMULATED job's start and end bring a tick at their instant (as an agent's report would),
+one waiting per environment; and a tick's own changes ask for no second tick."""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+
+import pytest
+import redis
+from django.db import connection
+from django.utils import timezone
+
+from quotaportal.quotas.locks import ADVISORY_LOCKS
+from quotaportal.quotas.models import Job
+from quotaportal.quotas.services import estimates, ticks
+from quotaportal.quotas.services.tick import run_tick
+from quotaportal.quotas.simulated import SimulatedBackend
+from quotaportal.quotas.tasks import tick_queue
+from tests.conftest import submit
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def sent(settings, monkeypatch):
+    """What reaches the broker (no worker takes it): ('now', queue) or ('at', queue, eta)."""
+    settings.QP_IMMEDIATE_TICKS = True
+    settings.REDIS_URL = os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/15"
+    store = redis.Redis.from_url(settings.REDIS_URL)
+    messages = []
+    monkeypatch.setattr(
+        tick_queue, "delay", lambda queue_id, immediate: messages.append(("now", queue_id))
+    )
+    monkeypatch.setattr(
+        tick_queue,
+        "apply_async",
+        lambda args, kwargs, eta: messages.append(("at", args[0], eta, kwargs)),
+    )
+    yield messages
+    for env_id in ticks._environments.values():
+        store.delete(ticks._wake_key(env_id), ticks._key(env_id))
+
+
+def _backend_next_change(fleet, now):
+    return SimulatedBackend().next_change(fleet.queue, now)
+
+
+def test_next_change_is_now_for_a_dispatched_job_and_the_soonest_end_for_running_ones(
+    people, fleet
+):
+    now = timezone.now()
+    assert _backend_next_change(fleet, now) is None, "nothing dispatched, nothing due"
+    short = submit(people.alice, fleet, name="short", simulated_duration_seconds=30)
+    submit(people.alice, fleet, name="long", simulated_duration_seconds=90)
+    submit(people.alice, fleet, name="forever")  # no duration: it never ends by itself
+    run_tick(fleet.queue.pk, now=now)
+    assert _backend_next_change(fleet, now) == now, "dispatched jobs start at the next tick"
+    later = now + timedelta(seconds=1)
+    run_tick(fleet.queue.pk, now=later)  # they are RUNNING now
+    assert Job.objects.filter(job_queue=fleet.queue, status="RUNNING").count() == 3
+    assert _backend_next_change(fleet, later) == later + timedelta(seconds=30)
+    run_tick(fleet.queue.pk, now=later + timedelta(seconds=30))
+    assert Job.objects.get(pk=short.pk).status == "SUCCEEDED"
+    assert _backend_next_change(fleet, later) == later + timedelta(seconds=90)
+
+
+def test_one_wake_waits_per_environment_the_earliest_and_a_due_one_is_the_immediate_tick(
+    people, fleet, sent
+):
+    queue = fleet.queue.pk
+    soon = timezone.now() + timedelta(seconds=20)
+    ticks._schedule_wake(queue, soon)
+    ticks._schedule_wake(queue, soon + timedelta(seconds=5))  # the first wake asks for it
+    assert sent == [("at", queue, soon, {"wait": True})]
+    sooner = soon - timedelta(seconds=10)
+    ticks._schedule_wake(queue, sooner)
+    assert sent[-1] == ("at", queue, sooner, {"wait": True}), "an earlier instant goes first"
+    ticks._schedule_wake(queue, timezone.now() - timedelta(milliseconds=1))
+    ticks._schedule_wake(queue, timezone.now())
+    assert sent[2:] == [("now", queue)], "a due wake is the immediate tick, coalesced"
+    ticks._schedule_wake(queue, timezone.now() + timedelta(hours=2))
+    assert len(sent) == 3, "far beyond the beat period: the beat ticks first"
+
+
+def test_a_tick_asks_for_the_start_then_the_end_and_its_own_ends_ask_for_no_other_tick(
+    people, fleet, sent
+):
+    job = submit(people.alice, fleet, name="one", simulated_duration_seconds=40)
+    assert sent == [("now", fleet.queue.pk)], "the submit's immediate tick"
+    ticks.gate.release(fleet.queue.pk)  # as the task does when it starts
+    start = timezone.now()
+    run_tick(fleet.queue.pk, now=start)
+    assert sent[-1] == ("now", fleet.queue.pk), "the dispatched job starts at the next tick"
+    ticks.gate.release(fleet.queue.pk)
+    started = timezone.now()
+    run_tick(fleet.queue.pk, now=started)
+    assert sent[-1] == ("at", fleet.queue.pk, started + timedelta(seconds=40), {"wait": True})
+    before = len(sent)
+    run_tick(fleet.queue.pk, now=started + timedelta(seconds=40))
+    assert Job.objects.get(pk=job.pk).status == "SUCCEEDED"
+    assert len(sent) == before, "the tick that ended it planned at once: no tick asked for"
+
+
+def test_without_a_broker_the_embedded_loop_sleeps_only_until_the_wake(people, fleet, settings):
+    from quotaportal.quotas.loop import SchedulerLoop
+
+    settings.QP_IMMEDIATE_TICKS = True
+    settings.CELERY_TASK_ALWAYS_EAGER = True
+    soon = timezone.now() + timedelta(seconds=3)
+    ticks._schedule_wake(fleet.queue.pk, soon + timedelta(seconds=1))
+    ticks._schedule_wake(fleet.queue.pk, soon)
+    pause = SchedulerLoop(period=30).pause()
+    assert 1 < pause <= 3, "the loop wakes for the job's end, not its 30 s period"
+    assert SchedulerLoop(period=30).pause() == 30, "each wake is used once"
+
+
+def test_estimates_wait_for_a_tick_in_progress_instead_of_writing_beside_it(
+    people, fleet, monkeypatch
+):
+    """Two writers of many job rows in different orders deadlock: estimates take the
+    environment's tick lock, and write nothing this time if it does not come."""
+    for i in range(6):
+        submit(people.alice, fleet, name=f"w{i}", simulated_duration_seconds=60)
+    run_tick(fleet.queue.pk)
+    monkeypatch.setattr(estimates, "STORE_LOCK_SECONDS", 0.2)
+    holder = connection.copy()  # another session, as a tick in another worker would be
+    try:
+        with holder.cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_advisory_lock(%s, %s)",
+                [ADVISORY_LOCKS["environment_tick"], fleet.env.pk],
+            )
+        estimates.refresh_estimates(fleet.queue)
+        assert not Job.objects.filter(estimated_start_at__isnull=False).exists()
+        with holder.cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_advisory_unlock(%s, %s)",
+                [ADVISORY_LOCKS["environment_tick"], fleet.env.pk],
+            )
+    finally:
+        holder.close()
+    estimates.refresh_estimates(fleet.queue)
+    assert Job.objects.filter(status="RUNNABLE", estimated_start_at__isnull=False).count() == 2
