@@ -94,7 +94,7 @@ def test_a_simulated_job_starts_and_ends_at_its_instants_not_at_the_next_beat(
     job = submit(people.alice, fleet, name="two-seconds", simulated_duration_seconds=2)
     settings = {"QP_TICK_SECONDS": "60", "QP_IMMEDIATE_TICKS": "1"}
     with worker_with_beat(repo, tmp_path, **settings) as (worker, _):
-        Celery(broker=broker_url()).send_task(
+        Celery(broker=broker_url(), set_as_current=False).send_task(
             "quotaportal.quotas.tasks.tick_queue", args=[fleet.queue.pk], kwargs={"immediate": True}
         )
         wait_for(worker, lambda: Job.objects.get(pk=job.pk).status == "SUCCEEDED", 40)

@@ -106,10 +106,13 @@ def test_without_a_broker_the_embedded_loop_sleeps_only_until_the_wake(people, f
     from quotaportal.quotas.loop import SchedulerLoop
 
     settings.QP_IMMEDIATE_TICKS = True
-    settings.CELERY_TASK_ALWAYS_EAGER = True
-    soon = timezone.now() + timedelta(seconds=3)
-    ticks._schedule_wake(fleet.queue.pk, soon + timedelta(seconds=1))
-    ticks._schedule_wake(fleet.queue.pk, soon)
+    tick_queue.app.conf.task_always_eager = True  # as without REDIS_URL
+    try:
+        soon = timezone.now() + timedelta(seconds=3)
+        ticks._schedule_wake(fleet.queue.pk, soon + timedelta(seconds=1))
+        ticks._schedule_wake(fleet.queue.pk, soon)
+    finally:
+        tick_queue.app.conf.task_always_eager = False
     pause = SchedulerLoop(period=30).pause()
     assert 1 < pause <= 3, "the loop wakes for the job's end, not its 30 s period"
     assert SchedulerLoop(period=30).pause() == 30, "each wake is used once"

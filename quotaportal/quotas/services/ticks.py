@@ -86,7 +86,7 @@ def _schedule_wake(queue_id: int, when: datetime) -> None:
     env_id = environment_of(queue_id)
     if env_id is None:
         return
-    if settings.CELERY_TASK_ALWAYS_EAGER:
+    if tick_queue.app.conf.task_always_eager:  # a task would run here and now, inline
         with gate._lock:
             if env_id not in _local_wakes or when < _local_wakes[env_id]:
                 _local_wakes[env_id] = when
