@@ -19,7 +19,6 @@ from rest_framework.views import APIView
 
 from quotaportal.hosts import services
 from quotaportal.hosts.models import AgentToken
-from quotaportal.quotas.errors import InvalidInput
 
 MAX_REPORTS = 256
 
@@ -158,13 +157,9 @@ class ReportsView(AgentView):
 
     def post(self, request):
         data = self.parsed(request)
-        results = []
-        for report in data["reports"]:
-            try:
-                services.report(request.auth, data["name"], **report)
-                results.append({"ok": True})
-            except InvalidInput as err:  # this report is stale; the others still count
-                results.append({"ok": False, "detail": err.message})
+        errors = services.report_many(request.auth, data["name"], data["reports"])
+        # A stale report is refused alone; the others still count.
+        results = [{"ok": True} if e is None else {"ok": False, "detail": e} for e in errors]
         return Response({"results": results})
 
 

@@ -130,3 +130,105 @@ def test_an_agent_starts_new_work_at_once_not_at_its_next_heartbeat(
         )
     finally:
         fleet.stop()
+
+
+def _placed(people, host, name="job"):
+    token, queue, _ = host
+    job = submit(people, queue, name)
+    services.run_tick(queue.pk)
+    placement = host_services.heartbeat(token, "gpu-1", [])["placements"][-1]["placement"]
+    return job, placement
+
+
+def test_the_exit_of_a_jobs_last_rank_wakes_no_heartbeat(people, host):
+    """The agent that reports the last exit knows already; waking its heartbeat would cost
+    a round trip per job for nothing."""
+    token, queue, _ = host
+    env_id = queue.service_environment_id
+    job, placement = _placed(people, host)
+    host_services.report(token, "gpu-1", placement=placement, event="started")
+    mark = wakeups.generation(env_id)
+    host_services.report(token, "gpu-1", placement=placement, event="exited", exit_code=0)
+    assert Job.objects.get(pk=job.pk).status == "SUCCEEDED"
+    assert wakeups.generation(env_id) == mark, "no one to wake"
+
+
+def test_a_rank_that_fails_wakes_the_hosts_of_the_ranks_still_running(people, settings):
+    settings.QP_HOST_TIMEOUT = 60
+    env, queue = build_queue(people.admin, unit="gpu1", capacity=3, backend="LOCAL")
+    add_share(people.admin, queue, "a", "vision", 3, "LEND", unit="gpu1")
+    tokens = {}
+    for name, gpus in (("gpu-1", [0, 1]), ("gpu-2", [0])):
+        tokens[name] = host_services.token_for(
+            host_services.create_agent_token(people.admin, env, name)
+        )
+        host_services.register_host(tokens[name], name=name, capacity_unit="gpu1", gpus=gpus)
+    job = services.submit_job(
+        people.admin,
+        job_queue=queue,
+        quota_share="a",
+        capacity_unit="gpu1",
+        name="wide",
+        quantity=3,
+    )
+    services.run_tick(queue.pk)
+    ranks = {
+        name: host_services.heartbeat(token, name, [])["placements"][0]["placement"]
+        for name, token in tokens.items()
+    }
+    mark = wakeups.generation(env.pk)
+    host_services.report(
+        tokens["gpu-2"], "gpu-2", placement=ranks["gpu-2"], event="exited", exit_code=3
+    )
+    assert Job.objects.get(pk=job.pk).status != "RUNNING"
+    assert wakeups.generation(env.pk) > mark, "gpu-1's rank must stop"
+    answer = host_services.heartbeat(tokens["gpu-1"], "gpu-1", [ranks["gpu-1"]])
+    assert answer["placements"] == [], "gpu-1 is told to stop its rank"
+
+
+def test_a_batch_of_reports_is_applied_in_order_a_stale_one_refused_alone(people, host):
+    token, _, _ = host
+    job, placement = _placed(people, host)
+    errors = host_services.report_many(
+        token,
+        "gpu-1",
+        [
+            {"placement": placement, "event": "started"},
+            {"placement": 999_999, "event": "started"},
+            {"placement": placement, "event": "exited", "exit_code": 0},
+        ],
+    )
+    assert errors[0] is None
+    assert errors[2] is None
+    assert "placement 999999 is not on host gpu-1" in errors[1]
+    assert Job.objects.get(pk=job.pk).status == "SUCCEEDED"
+
+
+def test_a_batch_waits_for_a_tick_then_if_it_keeps_the_lock_each_report_commits_alone(
+    people, host, monkeypatch
+):
+    """A batch ends jobs under the environment's tick lock, so it never holds rows a tick
+    waits for; a tick that keeps the lock too long does not hold the reports back."""
+    from quotaportal.hosts.services import agents
+    from quotaportal.quotas.locks import ADVISORY_LOCKS
+
+    token, queue, _ = host
+    job, placement = _placed(people, host)
+    monkeypatch.setattr(agents, "BATCH_LOCK_SECONDS", 0.2)
+    holder = connection.copy()
+    key = [ADVISORY_LOCKS["environment_tick"], queue.service_environment_id]
+    try:
+        with holder.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_lock(%s, %s)", key)
+        errors = host_services.report_many(
+            token,
+            "gpu-1",
+            [
+                {"placement": placement, "event": "started"},
+                {"placement": placement, "event": "exited", "exit_code": 0},
+            ],
+        )
+    finally:
+        holder.close()
+    assert errors == [None, None]
+    assert Job.objects.get(pk=job.pk).status == "SUCCEEDED"

@@ -102,7 +102,15 @@ class RunningJob:
             if user.uid is not None:
                 os.chown(script, user.uid, user.gid)
             env = job_environment(spec, job_dir, checkpoints, user, pass_env)
-            shim_args = [sys.executable, "-I", str(SHIM), str(orphan_grace), str(lifeline), script]
+            shim_args = [
+                sys.executable,
+                "-I",
+                "-S",
+                str(SHIM),
+                str(orphan_grace),
+                str(lifeline),
+                script,
+            ]
             if user.uid is not None:
                 shim_args += [str(user.uid), str(user.gid)]
             with open(self.log_path, "ab") as log:

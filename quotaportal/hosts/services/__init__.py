@@ -9,6 +9,7 @@ from quotaportal.hosts.services.agents import (
     heartbeat,
     register_host,
     report,
+    report_many,
 )
 from quotaportal.hosts.services.fleet import (
     HOST_LOST,
@@ -40,6 +41,7 @@ __all__ = [
     "register_host",
     "release_host",
     "report",
+    "report_many",
     "requeue_unplaced",
     "revoke_agent_token",
     "set_host_state",

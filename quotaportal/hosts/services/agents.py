@@ -16,6 +16,7 @@ from quotaportal.hosts.services.fleet import HOST_LOST, capacity_changed, close_
 from quotaportal.hosts.services.tokens import check_host_name
 from quotaportal.quotas import wakeups
 from quotaportal.quotas.errors import Forbidden, InvalidInput
+from quotaportal.quotas.locks import lock_environment
 from quotaportal.quotas.models import (
     DISPATCHED,
     CapacityUnit,
@@ -212,10 +213,45 @@ def placements_version(desired: list[dict]) -> str:
     return hashlib.sha1(ids.encode()).hexdigest()[:16]
 
 
-@transaction.atomic
-def report(
-    token: AgentToken,
-    name: str,
+def report(token: AgentToken, name: str, **fields) -> None:
+    """An agent reports a rank started, its output, or its exit. Stale reports change nothing.
+
+    Only the host that holds the placement may report on it. `reason` on an exit explains an
+    end that is not the job's own doing (it could not start, its agent lost contact).
+    """
+    with transaction.atomic():
+        _report(_host(token, name), **fields)
+
+
+def report_many(token: AgentToken, name: str, reports: list[dict]) -> list[str | None]:
+    """Several reports of one host, in order: per report None, or what was wrong with it.
+
+    In one transaction (one commit, where each report on its own cost one), each report in a
+    savepoint so a stale one is refused alone. A batch ends several jobs, locking their rows
+    and their queue's, so it first takes the environment's tick lock, as a tick does: the two
+    never hold each other's rows. If a tick keeps it too long, each report commits alone.
+    """
+    host = _host(token, name)
+    with transaction.atomic():
+        if lock_environment(host.service_environment_id, BATCH_LOCK_SECONDS):
+            return [_refusal(host, fields) for fields in reports]
+    return [_refusal(host, fields) for fields in reports]
+
+
+BATCH_LOCK_SECONDS = 2.0
+
+
+def _refusal(host: GpuHost, fields: dict) -> str | None:
+    try:
+        with transaction.atomic():
+            _report(host, **fields)
+    except InvalidInput as err:
+        return err.message
+    return None
+
+
+def _report(
+    host: GpuHost,
     *,
     placement: int,
     event: str,
@@ -223,12 +259,7 @@ def report(
     output_tail: str = "",
     reason: str = "",
 ) -> None:
-    """An agent reports a rank started, its output, or its exit. Stale reports change nothing.
-
-    Only the host that holds the placement may report on it. `reason` on an exit explains an
-    end that is not the job's own doing (it could not start, its agent lost contact).
-    """
-    host = _host(token, name)
+    name = host.name
     found = (
         Placement.objects.select_for_update()
         .select_related("attempt__job")
@@ -258,12 +289,15 @@ def report(
     found.save(update_fields=["exit_code", "exited_at", "output_tail"])
     if found.attempt.stopped_at is not None:
         return  # preempted or terminated: the attempt is over already
+    # Other ranks still running must be stopped (a failure) or waited for (a success).
+    others_running = found.attempt.placements.filter(exited_at__isnull=True).exists()
     if reason or exit_code != 0:
         end_attempt(
             job,
             succeeded=False,
             status_reason=reason or f"Exited with code {exit_code}",
             exit_code=exit_code,
+            announce=others_running,
         )
-    elif not found.attempt.placements.filter(exited_at__isnull=True).exists():
-        end_attempt(job, succeeded=True, status_reason="Completed", exit_code=0)
+    elif not others_running:
+        end_attempt(job, succeeded=True, status_reason="Completed", exit_code=0, announce=False)

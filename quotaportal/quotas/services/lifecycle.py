@@ -29,8 +29,12 @@ def end_attempt(
     exit_code: int | None = None,
     now=None,
     actor=None,
+    announce: bool = True,
 ) -> Job | None:
-    """Close the running attempt; retry or finish the job. None when the job was not dispatched."""
+    """Close the running attempt; retry or finish the job. None when the job was not dispatched.
+
+    `announce` wakes the agents, whose other ranks of the job must stop; an agent reporting
+    the exit of the attempt's last running rank says False: there is nothing left to stop."""
     now = now or timezone.now()
     with transaction.atomic():
         job = Job.objects.select_for_update().filter(pk=job.pk, status__in=DISPATCHED).first()
@@ -66,7 +70,8 @@ def end_attempt(
             attempt=job.attempt_count,
         )
     queue_changed(job.job_queue_id)
-    wakeups.announce_queue(job.job_queue_id)  # the job's other ranks must stop
+    if announce:
+        wakeups.announce_queue(job.job_queue_id)  # the job's other ranks must stop
     return job
 
 
