@@ -75,10 +75,6 @@ class HeartbeatSerializer(serializers.Serializer):
     )
 
 
-LATEST_REPORT_TIME = 32503680000.0  # 3000-01-01: beyond it a datetime cannot be made
-AT_HINT = "give the time in seconds since 1970-01-01 UTC (the agent's clock), before 3000"
-
-
 class ReportSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=128)
     placement = serializers.IntegerField(min_value=1)
@@ -90,19 +86,6 @@ class ReportSerializer(serializers.Serializer):
         required=False, allow_blank=True, max_length=20_000, trim_whitespace=False
     )
     reason = serializers.CharField(required=False, allow_blank=True, max_length=1000)
-    at = serializers.FloatField(
-        required=False,
-        allow_null=True,
-        min_value=0,
-        max_value=LATEST_REPORT_TIME,
-        help_text="when the agent saw it, in seconds since the epoch by its clock; the server "
-        "keeps it between the attempt's dispatch and the time the report arrives",
-        error_messages={
-            "min_value": AT_HINT,
-            "max_value": AT_HINT,
-            "invalid": AT_HINT,
-        },
-    )
 
 
 class ReportItemSerializer(ReportSerializer):

@@ -232,35 +232,3 @@ def test_a_batch_waits_for_a_tick_then_if_it_keeps_the_lock_each_report_commits_
         holder.close()
     assert errors == [None, None]
     assert Job.objects.get(pk=job.pk).status == "SUCCEEDED"
-
-
-def test_a_report_keeps_the_agents_time_within_the_dispatch_and_its_arrival(people, host):
-    """Reports may wait behind others on their way: the start and the exit are recorded
-    when the agent saw them, but never before the dispatch nor after the report arrived."""
-    from datetime import timedelta
-
-    from django.utils import timezone
-
-    from quotaportal.hosts.models import Placement
-
-    token, _, _ = host
-    job, placement = _placed(people, host)
-    dispatched = Job.objects.get(pk=job.pk).scheduled_at
-    seen = dispatched + (timezone.now() - dispatched) / 2  # after the dispatch, before now
-    host_services.report(token, "gpu-1", placement=placement, event="started", at=seen.timestamp())
-    assert Placement.objects.get(pk=placement).started_at == seen
-    assert Job.objects.get(pk=job.pk).started_at == seen
-    before = timezone.now()
-    host_services.report(
-        token,
-        "gpu-1",
-        placement=placement,
-        event="exited",
-        exit_code=0,
-        at=(before + timedelta(days=1)).timestamp(),  # a clock a day ahead
-    )
-    ended = Job.objects.get(pk=job.pk)
-    assert before <= ended.stopped_at <= timezone.now(), "not after the report arrived"
-    again, other = _placed(people, host, "second")
-    host_services.report(token, "gpu-1", placement=other, event="started", at=1.0)  # 1970
-    assert Job.objects.get(pk=again.pk).started_at >= Job.objects.get(pk=again.pk).scheduled_at

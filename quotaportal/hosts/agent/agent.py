@@ -275,8 +275,7 @@ class Agent:
         """Hand a report to the reporter thread: it goes out at once, without holding up the
         loop, and is kept (in order) while the server cannot be reached."""
         report = {"placement": placement, "event": event, "exit_code": exit_code}
-        # When it happened here: the report may wait behind others on its way.
-        report.update(output_tail=tail, reason=reason, at=time.time())
+        report.update(output_tail=tail, reason=reason)
         self.reporter.put(report)
 
     def abandon_jobs(self) -> None:

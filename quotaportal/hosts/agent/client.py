@@ -75,7 +75,6 @@ class Client:
         exit_code: int | None = None,
         output_tail: str = "",
         reason: str = "",
-        at: float | None = None,
     ) -> None:
         body = {
             "name": name,
@@ -86,8 +85,6 @@ class Client:
         }
         if reason:
             body["reason"] = reason
-        if at is not None:
-            body["at"] = at
         self.post("report/", body)
 
     def reports(self, name: str, reports: list[dict]) -> list[dict]:

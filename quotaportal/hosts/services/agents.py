@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import time
-from datetime import UTC, datetime
 
 from django.conf import settings
 from django.db import transaction
@@ -259,7 +258,6 @@ def _report(
     exit_code: int | None = None,
     output_tail: str = "",
     reason: str = "",
-    at: float | None = None,
 ) -> None:
     name = host.name
     found = (
@@ -273,11 +271,10 @@ def _report(
     now = timezone.now()
     job = found.attempt.job
     if event == "started":
-        seen = _seen(at, found.attempt.started_at, now)
-        found.started_at = found.started_at or seen
+        found.started_at = found.started_at or now
         found.save(update_fields=["started_at"])
         if found.attempt.stopped_at is None:
-            mark_started(job, seen)
+            mark_started(job, now)
         return
     if event == "output":
         if found.exited_at is None:
@@ -288,7 +285,6 @@ def _report(
         raise InvalidInput({"event": "event must be started, output or exited"})
     if found.exited_at is not None:
         return  # already reported
-    now = _seen(at, found.started_at or found.attempt.started_at, now)
     found.exit_code, found.exited_at, found.output_tail = exit_code, now, output_tail[-8000:]
     found.save(update_fields=["exit_code", "exited_at", "output_tail"])
     if found.attempt.stopped_at is not None:
@@ -301,19 +297,7 @@ def _report(
             succeeded=False,
             status_reason=reason or f"Exited with code {exit_code}",
             exit_code=exit_code,
-            now=now,
             announce=others_running,
         )
     elif not others_running:
-        end_attempt(
-            job, succeeded=True, status_reason="Completed", exit_code=0, now=now, announce=False
-        )
-
-
-def _seen(at: float | None, earliest, now):
-    """When the agent saw the event, by its clock, kept within [earliest, now]: the report
-    may have waited behind others, and a host's clock may be off."""
-    if at is None:
-        return now
-    reported = datetime.fromtimestamp(at, UTC)
-    return min(now, max(earliest, reported)) if earliest else min(now, reported)
+        end_attempt(job, succeeded=True, status_reason="Completed", exit_code=0, announce=False)
