@@ -10,6 +10,7 @@ import logging
 import threading
 import time
 
+from django.conf import settings
 from django.db import close_old_connections, connection
 from django.utils import timezone
 
@@ -27,7 +28,6 @@ class SchedulerLoop(threading.Thread):
         self._stop_event = threading.Event()
 
     PRUNE_SECONDS = 1200.0  # between prunings of old runs and samples
-    ESTIMATE_SECONDS = 10.0  # between refreshes of start-time estimates
 
     def run(self) -> None:
         # By the clock, not by turns: a turn may be short when a tick is due sooner.
@@ -38,7 +38,7 @@ class SchedulerLoop(threading.Thread):
                 if time.monotonic() - pruned >= self.PRUNE_SECONDS:
                     prune_history()
                     pruned = time.monotonic()
-                if time.monotonic() - estimated >= self.ESTIMATE_SECONDS:
+                if time.monotonic() - estimated >= settings.QP_ESTIMATE_SECONDS:
                     self.refresh_estimates()
                     estimated = time.monotonic()
                 self._stop_event.wait(self.pause())
