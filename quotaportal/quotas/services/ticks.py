@@ -78,6 +78,7 @@ def tick_when_due(queue_id: int, when: datetime) -> None:
 WAKE_HORIZON_SECONDS = 600  # further off, the beat ticks first anyway (and eta tasks that
 # wait past the broker's visibility timeout would be delivered twice)
 _local_wakes: dict[int, datetime] = {}  # environment id -> earliest wake, without a broker
+_local_wakes_lock = threading.Lock()
 
 
 def _schedule_wake(queue_id: int, when: datetime) -> None:
@@ -87,7 +88,7 @@ def _schedule_wake(queue_id: int, when: datetime) -> None:
     if env_id is None:
         return
     if tick_queue.app.conf.task_always_eager:  # a task would run here and now, inline
-        with gate._lock:
+        with _local_wakes_lock:
             if env_id not in _local_wakes or when < _local_wakes[env_id]:
                 _local_wakes[env_id] = when
         return
@@ -112,7 +113,7 @@ def _schedule_wake(queue_id: int, when: datetime) -> None:
 def next_local_wake() -> datetime | None:
     """The earliest wake asked for in this process (no broker), cleared as it is read: the
     embedded loop sleeps until then at most, and the ticks it runs ask again."""
-    with gate._lock:
+    with _local_wakes_lock:
         soonest = min(_local_wakes.values(), default=None)
         _local_wakes.clear()
     return soonest
