@@ -127,22 +127,27 @@ def place_started_jobs(env: ServiceEnvironment, job_ids: list[str], now) -> list
         host_id__in=list(hosts), attempt__stopped_at__isnull=True
     ).values_list("host_id", "slot_numbers"):
         taken[host_id].update(slots)
-    jobs = Job.objects.filter(id__in=job_ids).select_related("capacity_unit")
-    attempts = {
-        a.job_id: a for a in JobAttempt.objects.filter(job_id__in=job_ids, stopped_at__isnull=True)
-    }
+    # Only the columns placing needs, and the writes in bulk: this runs inside every tick
+    # that starts work, so its cost is paid per freed GPU.
+    jobs = Job.objects.filter(id__in=job_ids).values_list("id", "quantity", "capacity_unit_id")
+    attempts = dict(
+        JobAttempt.objects.filter(job_id__in=job_ids, stopped_at__isnull=True).values_list(
+            "job_id", "id"
+        )
+    )
     order = {job_id: index for index, job_id in enumerate(job_ids)}
     by_name = {h.name: h for h in hosts.values()}
-    unplaced = []
-    for job in sorted(jobs, key=lambda j: order[str(j.id)]):
+    unplaced, placements = [], []
+    first_hosts: dict[int, list[int]] = defaultdict(list)  # host id -> attempts it leads
+    for job_id, quantity, unit_id in sorted(jobs, key=lambda j: order[str(j[0])]):
         free_slots = {
             h.name: [s for s in range(h.slots) if s not in taken[h.id]]
             for h in hosts.values()
-            if h.capacity_unit_id == job.capacity_unit_id
+            if h.capacity_unit_id == unit_id
         }
-        chosen = place(job.quantity, {name: len(s) for name, s in free_slots.items()})
+        chosen = place(quantity, {name: len(s) for name, s in free_slots.items()})
         if chosen is None:
-            unplaced.append(str(job.id))
+            unplaced.append(str(job_id))
             continue
         for rank, (host_name, count) in enumerate(chosen):
             host = by_name[host_name]
@@ -153,10 +158,19 @@ def place_started_jobs(env: ServiceEnvironment, job_ids: list[str], now) -> list
                 for s in slots
                 for g in (host.gpu_indices[s] if s < len(host.gpu_indices) else [s])
             ]
-            Placement.objects.create(
-                attempt=attempts[job.id], host=host, rank=rank, slot_numbers=slots, gpu_indices=gpus
+            placements.append(
+                Placement(
+                    attempt_id=attempts[job_id],
+                    host=host,
+                    rank=rank,
+                    slot_numbers=slots,
+                    gpu_indices=gpus,
+                )
             )
-        JobAttempt.objects.filter(pk=attempts[job.id].pk).update(host=by_name[chosen[0][0]])
+        first_hosts[by_name[chosen[0][0]].id].append(attempts[job_id])
+    Placement.objects.bulk_create(placements)
+    for host_id, attempt_ids in first_hosts.items():
+        JobAttempt.objects.filter(pk__in=attempt_ids).update(host_id=host_id)
     return unplaced
 
 
