@@ -109,10 +109,9 @@ def most_capacity(env: ServiceEnvironment, now: datetime | None = None) -> dict[
     return _plus_reserved(env, Reservation.objects.filter(environment=env, ends_at__gt=now))
 
 
-def _usable(queue: JobQueue, now: datetime | None) -> dict[str, int] | None:
-    """The environment's capacity now as its backend can use it; None while it is off."""
+def _usable(queue: JobQueue, limits: dict[str, int]) -> dict[str, int] | None:
+    """The environment's capacity (`limits`) as its backend can use it; None while off."""
     env = queue.service_environment
-    limits = capacity_now(env, now)
     if env.state != State.ENABLED or queue.state != State.ENABLED:
         return None
     return backend_for(env).capacity(env, limits)
@@ -167,11 +166,10 @@ def capacity_of(queue: JobQueue, now: datetime | None = None) -> dict[str, int]:
     Queues share an environment without preempting each other: the tick serves them in
     priority order, so a lower queue sees what the higher ones leave.
     """
-    env = queue.service_environment
     limits, held = _limits_and_held(queue, now or timezone.now())
-    if env.state != State.ENABLED or queue.state != State.ENABLED:
+    usable = _usable(queue, limits)
+    if usable is None:
         return dict.fromkeys(limits, 0)
-    usable = backend_for(env).capacity(env, limits)
     return {unit: max(0, count - held.get(unit, 0)) for unit, count in usable.items()}
 
 
@@ -184,7 +182,7 @@ def fit_targets(queue: JobQueue, units: set[str], now: datetime) -> dict[str, in
     if not units:
         return {}
     env = queue.service_environment
-    usable = _usable(queue, now) or {}
+    usable = _usable(queue, capacity_now(env, now)) or {}
     ahead = env.job_queues.filter(
         Q(priority__gt=queue.priority) | Q(priority=queue.priority, name__lt=queue.name)
     )
