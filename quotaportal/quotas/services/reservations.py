@@ -7,7 +7,6 @@ tick sees the change at those instants: each change asks for ticks at both ends 
 
 from __future__ import annotations
 
-import logging
 from datetime import datetime
 from functools import partial
 
@@ -20,10 +19,8 @@ from quotaportal.quotas.errors import Conflict, InvalidInput
 from quotaportal.quotas.models import CapacityUnit, EventKind, Reservation, ServiceEnvironment
 from quotaportal.quotas.permissions import require_admin
 from quotaportal.quotas.services.audit import record
-from quotaportal.quotas.services.ticks import queue_changed
+from quotaportal.quotas.services.ticks import queue_changed, send_tick_at
 from scheduler.validation import MAX_INSTANCES
-
-log = logging.getLogger(__name__)
 
 NAME_MAX = 128
 
@@ -142,13 +139,8 @@ def _capacity_will_change(env: ServiceEnvironment, instants: list[datetime], now
 def _tick_at(queue_id: int, instants: list[datetime]) -> None:
     """Ticks of the environment at the instants its capacity changes (one queue's tick covers
     every queue of its environment)."""
-    from quotaportal.quotas.tasks import tick_queue
-
     for when in instants:
-        try:
-            tick_queue.apply_async((queue_id,), {"wait": True}, eta=when)
-        except Exception:  # the broker's errors vary; the beat ticks soon after anyway
-            log.exception("could not schedule a tick of queue %s at %s", queue_id, when)
+        send_tick_at(queue_id, when)
 
 
 def next_capacity_change(now: datetime | None = None) -> datetime | None:

@@ -69,10 +69,21 @@ def tick_when_due(queue_id: int, when: datetime) -> None:
 
     One such tick waits per environment, the earliest asked for: every tick asks again for
     what is due after it, so later instants are never lost. Without a broker the embedded
-    loop wakes for it (next_local_wake).
+    loop wakes for it (next_local_wake). The caller checks QP_IMMEDIATE_TICKS (the tick does,
+    before it asks its backend when).
     """
-    if getattr(settings, "QP_IMMEDIATE_TICKS", True):
-        transaction.on_commit(partial(_schedule_wake, queue_id, when))
+    transaction.on_commit(partial(_schedule_wake, queue_id, when))
+
+
+def send_tick_at(queue_id: int, when: datetime) -> None:
+    """A tick of the queue's environment at `when`, waiting for a tick in progress rather
+    than skipping (the instant matters: a reservation starts, a simulated job ends)."""
+    from quotaportal.quotas.tasks import tick_queue
+
+    try:
+        tick_queue.apply_async((queue_id,), {"wait": True}, eta=when)
+    except Exception:  # the broker's errors vary; the beat ticks soon after anyway
+        log.exception("could not schedule a tick of queue %s at %s", queue_id, when)
 
 
 WAKE_HORIZON_SECONDS = 600  # further off, the beat ticks first anyway (and eta tasks that
@@ -105,9 +116,10 @@ def _schedule_wake(queue_id: int, when: datetime) -> None:
         if waiting is not None and wall < float(waiting) <= at:
             return
         store.set(_wake_key(env_id), repr(at), ex=max(1, math.ceil(at - wall)) + 2)
-        tick_queue.apply_async((queue_id,), {"wait": True}, eta=when)
-    except Exception:  # the broker's errors vary; the beat ticks soon after anyway
+    except Exception:  # Redis's errors vary; the beat ticks soon after anyway
         log.exception("could not schedule a tick of queue %s at %s", queue_id, when)
+        return
+    send_tick_at(queue_id, when)
 
 
 def next_local_wake() -> datetime | None:
