@@ -50,9 +50,9 @@ def host(people, settings):
     return token, queue, first["version"]
 
 
-def submit(people, queue, name="job"):
+def submit(people, queue, name="job", **fields):
     return services.submit_job(
-        people.admin, job_queue=queue, quota_share="a", capacity_unit="gpu1", name=name
+        people.admin, job_queue=queue, quota_share="a", capacity_unit="gpu1", name=name, **fields
     )
 
 
@@ -163,14 +163,7 @@ def test_a_rank_that_fails_wakes_the_hosts_of_the_ranks_still_running(people, se
             host_services.create_agent_token(people.admin, env, name)
         )
         host_services.register_host(tokens[name], name=name, capacity_unit="gpu1", gpus=gpus)
-    job = services.submit_job(
-        people.admin,
-        job_queue=queue,
-        quota_share="a",
-        capacity_unit="gpu1",
-        name="wide",
-        quantity=3,
-    )
+    job = submit(people, queue, "wide", quantity=3)
     services.run_tick(queue.pk)
     ranks = {
         name: host_services.heartbeat(token, name, [])["placements"][0]["placement"]
