@@ -151,16 +151,18 @@ class ReportView(AgentView):
 
 class ReportsView(AgentView):
     """Several reports in one request, applied in order (each on its own): what an agent
-    with many GPUs sends as its jobs start and end, instead of one request each."""
+    with many GPUs sends as its jobs start and end, instead of one request each. When they
+    freed capacity, the answer also carries what should now run on the host, as a heartbeat
+    answer does (`placements`, `version`, `horizon`, `lease_seconds`)."""
 
     serializer_class = ReportsSerializer
 
     def post(self, request):
         data = self.parsed(request)
-        errors = services.report_many(request.auth, data["name"], data["reports"])
+        batch = services.report_many(request.auth, data["name"], data["reports"])
         # A stale report is refused alone; the others still count.
-        results = [{"ok": True} if e is None else {"ok": False, "detail": e} for e in errors]
-        return Response({"results": results})
+        results = [{"ok": True} if e is None else {"ok": False, "detail": e} for e in batch.errors]
+        return Response({"results": results, **(batch.work or {})})
 
 
 class AgentTokenScheme(OpenApiAuthenticationExtension):

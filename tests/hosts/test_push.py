@@ -190,7 +190,7 @@ def test_a_batch_of_reports_is_applied_in_order_a_stale_one_refused_alone(people
             {"placement": 999_999, "event": "started"},
             {"placement": placement, "event": "exited", "exit_code": 0},
         ],
-    )
+    ).errors
     assert errors[0] is None
     assert errors[2] is None
     assert "placement 999999 is not on host gpu-1" in errors[1]
@@ -220,7 +220,7 @@ def test_a_batch_waits_for_a_tick_then_if_it_keeps_the_lock_each_report_commits_
                 {"placement": placement, "event": "started"},
                 {"placement": placement, "event": "exited", "exit_code": 0},
             ],
-        )
+        ).errors
     finally:
         holder.close()
     assert errors == [None, None]

@@ -13,10 +13,12 @@ A job never runs twice at once:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import queue
+import select
 import threading
 import time
 from pathlib import Path
@@ -34,30 +36,50 @@ POLL_STEP = 0.05  # seconds between looks at the jobs: exits are reported within
 LONG_POLL_SECONDS = 10.0
 
 
+class Inbox:
+    """What the agent's threads hand its loop: heartbeat answers, and the work a report's
+    answer brings. The loop sleeps in wait() until something arrives or one of its jobs exits
+    (the job's pidfd turns readable), so neither waits for the loop's next look."""
+
+    def __init__(self):
+        self._items: queue.SimpleQueue = queue.SimpleQueue()
+        self._wake_read, self._wake_write = os.pipe()
+        os.set_blocking(self._wake_read, False)
+        os.set_blocking(self._wake_write, False)
+
+    def put(self, kind: str, item) -> None:
+        self._items.put((kind, item))
+        with contextlib.suppress(BlockingIOError):  # full: a wake-up is pending anyway
+            os.write(self._wake_write, b"!")
+
+    def wait(self, timeout: float, exits: list[int] = ()) -> list[tuple[str, object]]:
+        """Whatever arrived, after waiting up to `timeout` for something or an exit."""
+        if self._items.empty():
+            select.select([self._wake_read, *exits], [], [], timeout)
+        with contextlib.suppress(BlockingIOError):
+            while os.read(self._wake_read, 4096):
+                pass
+        arrived = []
+        with contextlib.suppress(queue.Empty):
+            while True:
+                arrived.append(self._items.get_nowait())
+        return arrived
+
+
 class HeartbeatPoller:
     """One heartbeat at a time, in its own thread, so a long-poll never delays the agent's
-    look at its jobs. The agent asks; the answer (or the error) comes back through result()."""
+    look at its jobs. The agent asks; the answer (or the error) arrives in its inbox."""
 
-    def __init__(self, client: Client, name: str):
-        self.client, self.name = client, name
-        self.busy = False
+    def __init__(self, client: Client, name: str, inbox: Inbox):
+        self.client, self.name, self.inbox = client, name, inbox
+        self.busy = False  # an ask is out; the agent clears it when the answer arrives
         self._asks: queue.Queue = queue.Queue()
-        self._answers: queue.Queue = queue.Queue()
         self._thread = threading.Thread(target=self._run, name="heartbeats", daemon=True)
         self._thread.start()
 
     def ask(self, running: list[int], wait: float, known: str) -> None:
         self.busy = True
         self._asks.put((running, wait, known))
-
-    def result(self, timeout: float):
-        """The answer dict or the exception of the last ask; None while it is under way."""
-        try:
-            answer = self._answers.get(timeout=timeout)
-        except queue.Empty:
-            return None
-        self.busy = False
-        return answer
 
     def close(self) -> None:
         self._asks.put(None)
@@ -66,9 +88,13 @@ class HeartbeatPoller:
         while (ask := self._asks.get()) is not None:
             running, wait, known = ask
             try:
-                self._answers.put(self.client.heartbeat(self.name, running, wait, known))
+                answer = self.client.heartbeat(self.name, running, wait, known)
             except Exception as err:  # handed to the agent's thread, which decides
-                self._answers.put(err)
+                answer = err
+            self.inbox.put(HEARTBEAT, answer)
+
+
+HEARTBEAT, WORK = "heartbeat", "work"
 
 
 class Agent:
@@ -98,7 +124,8 @@ class Agent:
         self.pass_env = pass_env
         self.running: dict[int, RunningJob] = {}
         self.finished: set[int] = set()
-        self.reporter = Reporter(client, name)
+        self.inbox = Inbox()
+        self.reporter = Reporter(client, name, on_work=lambda work: self.inbox.put(WORK, work))
         self.lease = DEFAULT_LEASE
         self.version = ""  # of the placements last heard; a long-poll waits for another
         self.desired: list[dict] = []  # what the server last said should run here
@@ -124,9 +151,10 @@ class Agent:
 
     def run(self, stop: threading.Event, registered: bool = True) -> None:
         """Heartbeats go out one at a time from a poller thread, as long-polls: the server
-        answers as soon as what should run here changes. Meanwhile this thread looks at the
-        jobs every POLL_STEP seconds, so an exit is reported at once."""
-        poller = HeartbeatPoller(self.client, self.name)
+        answers as soon as what should run here changes. A report whose exits freed GPUs is
+        answered with their next work too. Meanwhile this thread sleeps until an answer
+        arrives or a job exits (at most POLL_STEP), so an exit is reported at once."""
+        poller = HeartbeatPoller(self.client, self.name, self.inbox)
         backoff, next_poll = self.interval, 0.0
         try:
             while not stop.is_set():
@@ -139,14 +167,18 @@ class Agent:
                     except (Unreachable, AgentError) as err:
                         backoff, registered = self.refused(err, backoff, registered)
                         next_poll = time.monotonic() + backoff
-                answer = poller.result(POLL_STEP)
-                if isinstance(answer, Exception):
-                    backoff, registered = self.refused(answer, backoff, registered)
-                    next_poll = time.monotonic() + backoff
-                elif answer is not None:
+                for kind, answer in self.inbox.wait(POLL_STEP, self.exit_fds()):
+                    if kind == WORK:
+                        self.contact(answer)
+                        self.take(answer)
+                        continue
+                    poller.busy = False
+                    if isinstance(answer, Exception):
+                        backoff, registered = self.refused(answer, backoff, registered)
+                        next_poll = time.monotonic() + backoff
+                        continue
                     self.contact(answer)
-                    self.desired = answer["placements"]
-                    self.reconcile(self.desired)
+                    self.take(answer)
                     # A server without long-polls answers at once: then ask once an interval.
                     self.version = answer.get("version", "")
                     backoff = self.interval
@@ -162,6 +194,26 @@ class Agent:
             self.shutdown()
             self.reporter.drain(timeout=2.0)  # the exits of the jobs just stopped
             self.reporter.close()
+
+    def take(self, answer: dict) -> None:
+        """Run what an answer says should run here. Answers come by two paths (heartbeats,
+        reports), so one read earlier may arrive later: the placements newer than its
+        `horizon` (the newest it knew of) are kept as the newer answer said."""
+        horizon = answer.get("horizon")
+        if horizon is None:  # a server that answers on one path only
+            self.desired = answer["placements"]
+        else:
+            newer = [spec for spec in self.desired if spec["placement"] > horizon]
+            self.desired = answer["placements"] + newer
+        self.reconcile(self.desired)
+
+    def exit_fds(self) -> list[int]:
+        """The pidfds of the jobs still running: the loop wakes the moment one exits."""
+        return [
+            job.exit_fd
+            for job in self.running.values()
+            if job.exit_fd is not None and job.process.returncode is None
+        ]
 
     def long_poll_wait(self) -> float:
         """Short enough that an answer always comes well inside the lease."""
@@ -249,6 +301,7 @@ class Agent:
                 self.share_output(placement, job)
                 continue
             exited += 1
+            job.release()
             del self.running[placement]
             self.finished.add(placement)
             self.save_state()
@@ -283,6 +336,7 @@ class Agent:
         for placement, job in list(self.running.items()):
             kill_group(job.process.pid, job.started_ticks)
             job.process.poll()
+            job.release()
             self.finished.add(placement)
         self.running.clear()
         self.save_state()

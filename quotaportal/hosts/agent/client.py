@@ -87,9 +87,10 @@ class Client:
             body["reason"] = reason
         self.post("report/", body)
 
-    def reports(self, name: str, reports: list[dict]) -> list[dict]:
-        """Several reports in one request, applied in order; a result for each."""
-        return self.post("reports/", {"name": name, "reports": reports})["results"]
+    def reports(self, name: str, reports: list[dict]) -> dict:
+        """Several reports in one request, applied in order: {"results": one for each}, and
+        when they freed capacity what should run here now, as a heartbeat answers."""
+        return self.post("reports/", {"name": name, "reports": reports})
 
 
 def _detail(err: urllib.error.HTTPError) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
+from collections.abc import Callable
 
 from quotaportal.hosts.agent.client import AgentError, AuthError, Client, Unreachable
 
@@ -16,8 +17,9 @@ MAX_RETRY_DELAY = 5.0
 
 
 class Reporter:
-    def __init__(self, client: Client, name: str):
+    def __init__(self, client: Client, name: str, on_work: Callable[[dict], None] | None = None):
         self.client, self.name = client, name
+        self.on_work = on_work  # called with an answer that says what should run here now
         self.auth_error: AuthError | None = None  # the agent's loop raises it
         self._pending: deque[dict] = deque()
         self._changed = threading.Condition()
@@ -71,13 +73,15 @@ class Reporter:
     def _send(self, batch: list[dict]) -> None:
         if self._batches:
             try:
-                results = self.client.reports(self.name, batch)
+                answer = self.client.reports(self.name, batch)
             except AgentError as err:
                 if "not found" not in str(err).lower() or isinstance(err, AuthError):
                     raise
                 self._batches = False  # an older server: one report per request
             else:
-                for report, result in zip(batch, results, strict=False):
+                if "placements" in answer and self.on_work is not None:
+                    self.on_work(answer)  # the exits freed GPUs: their next jobs, at once
+                for report, result in zip(batch, answer["results"], strict=False):
                     if not result.get("ok"):
                         log.warning(
                             "report for placement %s dropped: %s",

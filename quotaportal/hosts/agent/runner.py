@@ -16,6 +16,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from quotaportal.hosts.agent.shim import child_exit_fd
+
 TAIL_BYTES = 4000
 SHIM = Path(__file__).with_name("shim.py")
 # Variables a job inherits from the agent's environment; everything else (tokens, database
@@ -129,6 +131,13 @@ class RunningJob:
         except (OSError, ValueError, subprocess.SubprocessError) as err:
             raise StartFailed(f"Could not start the job: {err}") from err
         self.started_ticks = process_start_ticks(self.process.pid)
+        self.exit_fd = child_exit_fd(self.process.pid)  # readable once the shim has exited
+
+    def release(self) -> None:
+        """Close what the agent held to watch the job (it has exited, or is forgotten)."""
+        if self.exit_fd is not None:
+            os.close(self.exit_fd)
+            self.exit_fd = None
 
     @property
     def stopping(self) -> bool:

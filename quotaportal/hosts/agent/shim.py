@@ -13,17 +13,22 @@ token file or its /proc entries.
 
 It exits with the job's exit code (128 + N for a job killed by signal N) once no other
 process of the group is left, so the agent's view of "exited" means "the GPUs are free".
-Standard library only.
+Standard library only, and only its lightest modules: the shim starts once per job, so its
+start-up is every short job's cost (`subprocess` and `signal`, which imports `enum`, would
+triple it).
 """
 
 from __future__ import annotations
 
 import os
 import select
-import signal
-import subprocess
 import sys
 import time
+
+try:  # the C module behind `signal`: the same calls, without importing enum
+    import _signal as signal
+except ImportError:  # another Python implementation
+    import signal
 
 POLL_SECONDS = 0.2
 LINGER_SECONDS = 0.01  # between looks for the job's leftover processes once it has exited
@@ -67,19 +72,17 @@ def stop_group(pgid: int, grace: float) -> None:
 
 def main(argv: list[str]) -> int:
     grace, lifeline, script = float(argv[0]), int(argv[1]), argv[2]
-    as_user = {}
-    if len(argv) == 5:
-        as_user = {"user": int(argv[3]), "group": int(argv[4]), "extra_groups": []}
+    as_user = (int(argv[3]), int(argv[4])) if len(argv) == 5 else None
     # The agent stops a job with killpg(SIGTERM): the shim must outlive it to report the code.
     # A handler (not SIG_IGN) so the job itself still gets the default action after exec.
     signal.signal(signal.SIGTERM, lambda *_: None)
     pgid = os.getpgid(0)
-    child = subprocess.Popen(["/bin/sh", script], **as_user)  # closes the lifeline in the job
-    exited = child_exit_fd(child.pid)
+    child = start_job(script, as_user)
+    exited = child_exit_fd(child)
     code = None
     while True:
         if code is None:
-            pid, status = os.waitpid(child.pid, os.WNOHANG)
+            pid, status = os.waitpid(child, os.WNOHANG)
             if pid:
                 code = exit_code(status)
         if code is not None and not others_alive(pgid, os.getpid()):
@@ -91,6 +94,31 @@ def main(argv: list[str]) -> int:
             stop_group(pgid, grace)
 
 
+def start_job(script: str, as_user: tuple[int, int] | None) -> int:
+    """Fork and exec `/bin/sh SCRIPT` in the shim's group; the child's pid.
+
+    The job keeps only stdin, stdout and stderr: it must never hold the lifeline, or the
+    agent's death would not reach the shim while the job lives.
+    """
+    pid = os.fork()
+    if pid:
+        return pid
+    try:
+        os.closerange(3, MAX_FD)
+        if as_user is not None:
+            uid, gid = as_user
+            os.setgroups([])
+            os.setgid(gid)
+            os.setuid(uid)
+        os.execv("/bin/sh", ["/bin/sh", script])  # caught signals return to default
+    except BaseException:
+        os.write(2, b"quotaportal shim: could not start the job\n")
+    os._exit(127)
+
+
+MAX_FD = 65536
+
+
 def child_exit_fd(pid: int) -> int | None:
     """A file descriptor that turns readable when the process exits (Linux 5.3+), or None."""
     try:
@@ -100,4 +128,4 @@ def child_exit_fd(pid: int) -> int | None:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    os._exit(main(sys.argv[1:]))  # nothing to flush or tear down: skip the finalization

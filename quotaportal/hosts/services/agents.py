@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import hashlib
 import time
+from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Exists, OuterRef, Prefetch
+from django.db.models import Exists, Max, OuterRef, Prefetch
 from django.utils import timezone
 
 from quotaportal.hosts.models import AgentToken, GpuHost, HostState, Placement
@@ -20,8 +21,16 @@ from quotaportal.quotas.locks import lock_environment
 from quotaportal.quotas.models import (
     DISPATCHED,
     CapacityUnit,
+    Job,
 )
-from quotaportal.quotas.services.lifecycle import end_attempt, mark_started
+from quotaportal.quotas.services import ticks
+from quotaportal.quotas.services.lifecycle import (
+    end_attempt,
+    mark_started,
+    mark_started_in_bulk,
+    succeed_in_bulk,
+)
+from quotaportal.quotas.services.tick import tick_inline
 
 
 def _claim_name(token: AgentToken, name: str) -> None:
@@ -187,22 +196,36 @@ def heartbeat(
         Placement.objects.filter(
             host=host, exited_at__isnull=True, attempt__stopped_at__isnull=False
         ).exclude(pk__in=running).update(exited_at=now)
-    desired = desired_placements(host)
-    version = placements_version(desired)
+    work = host_work(host)
     # Never so long that the host's own timeout could pass while it waits here.
     wait = min(max(wait, 0.0), MAX_WAIT_SECONDS, settings.QP_HOST_TIMEOUT / 3)
     deadline = time.monotonic() + wait
-    while version == known and (left := deadline - time.monotonic()) > 0:
+    while work["version"] == known and (left := deadline - time.monotonic()) > 0:
         if not wakeups.wait_for(env_id, mark, left):
             break
         mark = wakeups.generation(env_id)
-        desired = desired_placements(host)
-        version = placements_version(desired)
+        work = host_work(host)
     if wait > 0:
         GpuHost.objects.filter(pk=host.pk).update(last_heartbeat=timezone.now())
+    return work
+
+
+def host_work(host: GpuHost) -> dict:
+    """What should run on the host (`placements`, their `version`), the lease, and the
+    `horizon`: the newest placement of the host this answer knows of.
+
+    Heartbeats and report answers reach an agent on two paths, so an older answer can arrive
+    after a newer one. The agent stops a job only on an answer whose horizon covers the job's
+    placement: an answer read before that placement existed cannot tell it to stop. The
+    horizon is read first; a host's placements are made by its environment's ticks, one
+    after another, so every placement up to it is seen by the read that follows.
+    """
+    horizon = Placement.objects.filter(host=host).aggregate(newest=Max("id"))["newest"] or 0
+    desired = desired_placements(host)
     return {
         "placements": desired,
-        "version": version,
+        "version": placements_version(desired),
+        "horizon": horizon,
         "lease_seconds": settings.QP_HOST_TIMEOUT,
     }
 
@@ -223,22 +246,137 @@ def report(token: AgentToken, name: str, **fields) -> None:
         _report(_host(token, name), **fields)
 
 
-def report_many(token: AgentToken, name: str, reports: list[dict]) -> list[str | None]:
-    """Several reports of one host, in order: per report None, or what was wrong with it.
+@dataclass
+class Batch:
+    """A batch of reports applied: per report None or what was wrong with it, and, when the
+    batch freed capacity and its environment ticked at once, what should run on the host."""
+
+    errors: list[str | None]
+    work: dict | None = None
+
+
+def report_many(token: AgentToken, name: str, reports: list[dict]) -> Batch:
+    """Several reports of one host, in order.
 
     In one transaction (one commit, where each report on its own cost one), each report in a
     savepoint so a stale one is refused alone. A batch ends several jobs, locking their rows
     and their queue's, so it first takes the environment's tick lock, as a tick does: the two
     never hold each other's rows. If a tick keeps it too long, each report commits alone.
+
+    Holding that lock, the batch ticks the environment itself when its reports freed capacity
+    (ticks.ticking_inline), and its answer carries the host's new work: the agent starts the
+    next job without waiting for a worker's tick and then a heartbeat's answer.
     """
     host = _host(token, name)
+    env_id = host.service_environment_id
+    errors, ticked = None, False
     with transaction.atomic():
-        if lock_environment(host.service_environment_id, BATCH_LOCK_SECONDS):
-            return [_refusal(host, fields) for fields in reports]
-    return [_refusal(host, fields) for fields in reports]
+        if lock_environment(env_id, BATCH_LOCK_SECONDS):
+            with ticks.ticking_inline(env_id) as scope:
+                errors = _apply_batch(host, reports)
+            ticked = tick_inline(scope)
+    if errors is None:  # a tick kept the lock: each report commits alone
+        return Batch([_refusal(host, fields) for fields in reports])
+    # Read once the tick has committed: the agent may start these at once.
+    return Batch(errors, host_work(host) if ticked else None)
 
 
 BATCH_LOCK_SECONDS = 2.0
+
+
+PHASES = {"started": 0, "output": 1, "exited": 2}
+
+
+def _apply_batch(host: GpuHost, reports: list[dict]) -> list[str | None]:
+    """A batch's reports in a few statements, not a dozen per report: all its starts, then
+    its output, then its exits. That is the order each placement's own reports come in; a
+    batch that says otherwise about one placement is applied report by report."""
+    last_phase: dict[int, int] = {}
+    for fields in reports:
+        phase = PHASES.get(fields["event"])
+        if phase is None or phase < last_phase.get(fields["placement"], 0):
+            return [_refusal(host, fields) for fields in reports]
+        last_phase[fields["placement"]] = phase
+    found = {
+        p.id: p
+        for p in Placement.objects.select_for_update(of=("self",))
+        .select_related("attempt")
+        .only("id", "started_at", "exited_at", "attempt__stopped_at", "attempt__job_id")
+        .filter(pk__in=list(last_phase), host=host)
+    }
+    now = timezone.now()
+    by_event = {event: [] for event in PHASES}
+    errors = []
+    for fields in reports:
+        if fields["placement"] in found:
+            by_event[fields["event"]].append(fields)
+            errors.append(None)
+        else:
+            errors.append(f"placement: placement {fields['placement']} is not on host {host.name}")
+    _apply_starts(found, [fields["placement"] for fields in by_event["started"]], now)
+    for fields in by_event["output"]:
+        Placement.objects.filter(pk=fields["placement"], exited_at__isnull=True).update(
+            output_tail=fields.get("output_tail", "")[-8000:]
+        )
+    _apply_exits(found, by_event["exited"], now)
+    return errors
+
+
+def _apply_starts(found: dict[int, Placement], placements: list[int], now) -> None:
+    if not placements:
+        return
+    Placement.objects.filter(pk__in=placements, started_at__isnull=True).update(started_at=now)
+    live = {found[p].attempt.job_id for p in placements if found[p].attempt.stopped_at is None}
+    mark_started_in_bulk(live, now)
+
+
+def _apply_exits(found: dict[int, Placement], exits: list[dict], now) -> None:
+    """Close the placements; end each attempt whose last running rank this was (succeeded
+    when every rank exited 0), or the first failure of a rank ends it at once."""
+    closing = {}
+    for fields in exits:
+        placement = found[fields["placement"]]
+        if placement.exited_at is None and placement.id not in closing:
+            placement.exit_code, placement.exited_at = fields.get("exit_code"), now
+            placement.output_tail = fields.get("output_tail", "")[-8000:]
+            closing[placement.id] = (placement, fields)
+    if not closing:
+        return
+    Placement.objects.bulk_update(
+        [placement for placement, _ in closing.values()],
+        ["exit_code", "exited_at", "output_tail"],
+    )
+    ending = {
+        placement.attempt_id: placement.attempt.job_id
+        for placement, _ in closing.values()
+        if placement.attempt.stopped_at is None
+    }
+    still_running = set(
+        Placement.objects.filter(attempt_id__in=ending, exited_at__isnull=True).values_list(
+            "attempt_id", flat=True
+        )
+    )
+    failed = {}
+    for placement, fields in closing.values():
+        code, reason = fields.get("exit_code"), fields.get("reason", "")
+        if placement.attempt_id in ending and (reason or code != 0):
+            failed.setdefault(placement.attempt_id, (code, reason))
+    for attempt_id, (code, reason) in failed.items():
+        end_attempt(
+            Job.objects.get(pk=ending[attempt_id]),
+            succeeded=False,
+            status_reason=reason or f"Exited with code {code}",
+            exit_code=code,
+            now=now,
+            announce=attempt_id in still_running,  # the job's other ranks must stop
+        )
+    done = [
+        job
+        for attempt, job in ending.items()
+        if attempt not in failed and attempt not in still_running
+    ]
+    if done:
+        succeed_in_bulk(done, "Completed", now, announce=False)
 
 
 def _refusal(host: GpuHost, fields: dict) -> str | None:

@@ -102,28 +102,31 @@ def progress_simulated(queue_id: int, now) -> None:
         if started + timedelta(seconds=seconds) <= now
     ]
     if due:
-        succeed_in_bulk(queue_id, due, SIMULATED_DONE, now, in_tick=True)
+        succeed_in_bulk(due, SIMULATED_DONE, now, in_tick=True)
 
 
 SIMULATED_DONE = "Simulated run completed"
 
 
 def succeed_in_bulk(
-    queue_id: int, job_ids: list, status_reason: str, now, *, in_tick: bool = False
+    job_ids, status_reason: str, now, *, in_tick: bool = False, announce: bool = True
 ) -> int:
-    """end_attempt(succeeded=True) for many jobs of one queue in a handful of statements:
-    a busy simulated queue ends dozens of jobs per tick. The number of jobs ended.
+    """end_attempt(succeeded=True) for many jobs in a handful of statements: a busy simulated
+    queue ends dozens of jobs per tick, an agent's batch of reports several. The number of
+    jobs ended (those still dispatched).
 
-    `in_tick`: called by the tick itself, which plans the change next, so none is asked for."""
+    `in_tick`: called by the tick itself, which plans the change next, so none is asked for.
+    `announce` False: nothing is left to stop (the reporting agent ran the jobs' last ranks).
+    """
     with transaction.atomic():
         rows = list(
             Job.objects.select_for_update()
-            .filter(pk__in=job_ids, job_queue_id=queue_id, status__in=DISPATCHED)
-            .values_list("id", "quota_share_id", "attempt_count")
+            .filter(pk__in=job_ids, status__in=DISPATCHED)
+            .values_list("id", "job_queue_id", "quota_share_id", "attempt_count")
         )
         if not rows:
             return 0
-        ended = [pk for pk, _, _ in rows]
+        ended = [pk for pk, _, _, _ in rows]
         JobAttempt.objects.filter(job_id__in=ended, stopped_at__isnull=True).update(
             stopped_at=now, status_reason=status_reason, exit_code=0
         )
@@ -144,10 +147,12 @@ def succeed_in_bulk(
                 exit_code=0,
                 attempt=count + 1,
             )
-            for pk, share_id, count in rows
+            for pk, queue_id, share_id, count in rows
         )
-    queue_changed(queue_id, tick=not in_tick)
-    wakeups.announce_queue(queue_id)
+    for queue_id in sorted({queue_id for _, queue_id, _, _ in rows}):
+        queue_changed(queue_id, tick=not in_tick)
+        if announce:
+            wakeups.announce_queue(queue_id)
     return len(rows)
 
 
@@ -166,12 +171,14 @@ def enforce_attempt_timeouts(queue_id: int, now) -> None:
 
 def mark_started(job: Job, now=None) -> bool:
     """The backend reports the job's process running (LOCAL agents, AWS sync)."""
-    now = now or timezone.now()
-    return bool(
-        Job.objects.filter(pk=job.pk, status__in=(JobStatus.SCHEDULED, JobStatus.STARTING)).update(
-            status=JobStatus.RUNNING, started_at=now
-        )
-    )
+    return bool(mark_started_in_bulk([job.pk], now or timezone.now()))
+
+
+def mark_started_in_bulk(job_ids, now) -> int:
+    """mark_started for many jobs in one statement (an agent's batch of reports)."""
+    return Job.objects.filter(
+        pk__in=job_ids, status__in=(JobStatus.SCHEDULED, JobStatus.STARTING)
+    ).update(status=JobStatus.RUNNING, started_at=now)
 
 
 TIME_LIMIT_REASON = "Terminated by JobStateTimeLimit action due to reason: {reason}"

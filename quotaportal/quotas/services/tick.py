@@ -23,6 +23,7 @@ import logging
 import time
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -110,6 +111,26 @@ def run_environment_tick(
         if not any(run.error for run in runs.values()):
             Reservation.objects.filter(id__in=[i for i, _ in ended]).update(fitted_at=now)
     return runs
+
+
+def tick_inline(scope: ticks.InlineTick | None) -> bool:
+    """Tick the environment now, in the caller's transaction (which holds its tick lock), for
+    the changes `scope` collected (ticks.ticking_inline). A tick that fails rolls back alone
+    and enqueues the ticks those changes asked for, so none is lost. True when it ticked."""
+    if scope is None or not scope.queue_ids:
+        return False
+    started = time.perf_counter()
+    try:
+        with transaction.atomic():
+            run_environment_tick(scope.env_id, wait=True)
+    except Exception:
+        log.exception("inline tick of environment %s failed; enqueued instead", scope.env_id)
+        for queue_id in scope.queue_ids:
+            transaction.on_commit(partial(ticks.enqueue_tick, queue_id))
+        return False
+    finally:
+        ticks.tick_took(scope.env_id, time.perf_counter() - started)
+    return True
 
 
 def _tickable() -> Q:

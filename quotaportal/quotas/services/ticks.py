@@ -6,6 +6,7 @@ import logging
 import math
 import threading
 import time
+from contextlib import contextmanager
 from datetime import datetime
 from functools import partial
 
@@ -35,8 +36,54 @@ def tick_after_commit(queue_id: int) -> None:
     """After this transaction commits, enqueue an immediate tick of the queue (DESIGN.md §7)."""
     if not getattr(settings, "QP_IMMEDIATE_TICKS", True):
         return
-
+    inline = getattr(_inline, "scope", None)
+    if inline is not None and environment_of(queue_id) == inline.env_id:
+        inline.queue_ids.add(queue_id)  # the caller ticks before it commits
+        return
     transaction.on_commit(partial(enqueue_tick, queue_id))
+
+
+class InlineTick:
+    """The queues of one environment whose changes wait for the caller's own tick."""
+
+    def __init__(self, env_id: int):
+        self.env_id = env_id
+        self.queue_ids: set[int] = set()
+
+
+_inline = threading.local()
+INLINE_TICK_BUDGET_SECONDS = 0.25  # a tick slower than this goes back to the workers ...
+INLINE_COOLDOWN_SECONDS = 60.0  # ... for this long
+_slow_inline: dict[int, float] = {}  # environment id -> monotonic time it may tick inline again
+
+
+@contextmanager
+def ticking_inline(env_id: int):
+    """Changes made in this block to the environment's queues enqueue no tick: the caller
+    ticks the environment itself, in its transaction, once its changes are made (an agent's
+    batch of exits, answered with the work that tick placed). Yields the InlineTick, or None
+    while the environment's ticks are too slow to hold up a request (changes then enqueue
+    ticks as usual)."""
+    if time.monotonic() < _slow_inline.get(env_id, 0.0):
+        yield None
+        return
+    outer, _inline.scope = getattr(_inline, "scope", None), InlineTick(env_id)
+    try:
+        yield _inline.scope
+    finally:
+        _inline.scope = outer
+
+
+def tick_took(env_id: int, seconds: float) -> None:
+    """Record how long an inline tick took: a slow one sends the next ones to the workers."""
+    if seconds > INLINE_TICK_BUDGET_SECONDS:
+        log.info(
+            "inline tick of environment %s took %.0f ms; ticking it on the workers for %.0f s",
+            env_id,
+            seconds * 1000,
+            INLINE_COOLDOWN_SECONDS,
+        )
+        _slow_inline[env_id] = time.monotonic() + INLINE_COOLDOWN_SECONDS
 
 
 def enqueue_tick(queue_id: int) -> bool:
