@@ -21,6 +21,7 @@ from quotaportal.hosts import services
 from quotaportal.hosts.models import AgentToken
 
 MAX_REPORTS = 256
+MAX_REPORT_AGE = 7 * 86_400.0  # an agent caps what it sends at this (reporter.MAX_AGE)
 
 
 class AgentTokenAuthentication(BaseAuthentication):
@@ -86,6 +87,13 @@ class ReportSerializer(serializers.Serializer):
         required=False, allow_blank=True, max_length=20_000, trim_whitespace=False
     )
     reason = serializers.CharField(required=False, allow_blank=True, max_length=1000)
+    age = serializers.FloatField(
+        required=False,
+        min_value=0.0,
+        max_value=MAX_REPORT_AGE,
+        help_text="seconds from the event to the sending of this report, by the agent's clock; "
+        "the server dates the event at the report's arrival less this",
+    )
 
 
 class ReportItemSerializer(ReportSerializer):

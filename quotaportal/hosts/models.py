@@ -92,3 +92,5 @@ class Placement(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["attempt", "rank"], name="placement_rank_unique"),
         ]
+        # A host's open and recently ended placements: what runs there, when its GPUs freed.
+        indexes = [models.Index(fields=["host", "exited_at"], name="placement_host_exited")]

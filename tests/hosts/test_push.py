@@ -202,12 +202,12 @@ def test_a_batch_waits_for_a_tick_then_if_it_keeps_the_lock_each_report_commits_
 ):
     """A batch ends jobs under the environment's tick lock, so it never holds rows a tick
     waits for; a tick that keeps the lock too long does not hold the reports back."""
-    from quotaportal.hosts.services import agents
+    from quotaportal.hosts.services import reports
     from quotaportal.quotas.locks import ADVISORY_LOCKS
 
     token, queue, _ = host
     job, placement = _placed(people, host)
-    monkeypatch.setattr(agents, "BATCH_LOCK_SECONDS", 0.2)
+    monkeypatch.setattr(reports, "BATCH_LOCK_SECONDS", 0.2)
     holder = connection.copy()
     key = [ADVISORY_LOCKS["environment_tick"], queue.service_environment_id]
     try:

@@ -75,6 +75,7 @@ class Client:
         exit_code: int | None = None,
         output_tail: str = "",
         reason: str = "",
+        age: float | None = None,
     ) -> None:
         body = {
             "name": name,
@@ -85,6 +86,8 @@ class Client:
         }
         if reason:
             body["reason"] = reason
+        if age is not None:
+            body["age"] = age
         self.post("report/", body)
 
     def reports(self, name: str, reports: list[dict]) -> dict:

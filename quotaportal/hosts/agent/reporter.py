@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 
@@ -14,6 +15,15 @@ from quotaportal.hosts.agent.client import AgentError, AuthError, Client, Unreac
 log = logging.getLogger("quotaportal-agent")
 MAX_BATCH = 256  # the server's limit per request
 MAX_RETRY_DELAY = 5.0
+MAX_AGE = 7 * 86_400.0  # the server refuses older ages; an older event is dated this old
+
+
+def aged(batch: list[tuple[float, dict]]) -> list[dict]:
+    """The reports as sent: each with its `age`, the seconds since its event on this host's
+    monotonic clock. The server dates the event by it (its arrival less the age), so time a
+    report waits here behind others never counts as the job's."""
+    now = time.monotonic()
+    return [{**report, "age": round(min(now - seen, MAX_AGE), 3)} for seen, report in batch]
 
 
 class Reporter:
@@ -21,7 +31,7 @@ class Reporter:
         self.client, self.name = client, name
         self.on_work = on_work  # called with an answer that says what should run here now
         self.auth_error: AuthError | None = None  # the agent's loop raises it
-        self._pending: deque[dict] = deque()
+        self._pending: deque[tuple[float, dict]] = deque()  # (when seen, report)
         self._changed = threading.Condition()
         self._closing = False
         self._batches = True  # False once a server without the batch endpoint answered
@@ -29,8 +39,9 @@ class Reporter:
         self._thread.start()
 
     def put(self, report: dict) -> None:
+        """Queue a report of an event that happened just now."""
         with self._changed:
-            self._pending.append(report)
+            self._pending.append((time.monotonic(), report))
             self._changed.notify_all()
 
     def drain(self, timeout: float) -> bool:
@@ -52,7 +63,7 @@ class Reporter:
                     return
                 batch = [self._pending[i] for i in range(min(len(self._pending), MAX_BATCH))]
             try:
-                self._send(batch)
+                self._send(aged(batch))
             except Unreachable:
                 # Kept, in order, until the server is back; the lease guards the jobs.
                 with self._changed:

@@ -4,13 +4,7 @@ agent API, the tick and the commands call these."""
 
 from __future__ import annotations
 
-from quotaportal.hosts.services.agents import (
-    desired_placements,
-    heartbeat,
-    register_host,
-    report,
-    report_many,
-)
+from quotaportal.hosts.services.agents import desired_placements, heartbeat, register_host
 from quotaportal.hosts.services.fleet import (
     HOST_LOST,
     delete_host,
@@ -20,6 +14,7 @@ from quotaportal.hosts.services.fleet import (
     requeue_unplaced,
     set_host_state,
 )
+from quotaportal.hosts.services.reports import report, report_many
 from quotaportal.hosts.services.tokens import (
     agent_tokens,
     check_host_name,

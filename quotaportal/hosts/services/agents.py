@@ -1,11 +1,11 @@
-"""The agent protocol's writes: a host registers, heartbeats (answered with what should
-run) and reports starts, output and exits."""
+"""The agent protocol's writes: a host registers and heartbeats (answered with what should
+run). Its reports of starts, output and exits are in services.reports."""
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import time
-from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import transaction
@@ -15,22 +15,11 @@ from django.utils import timezone
 from quotaportal.hosts.models import AgentToken, GpuHost, HostState, Placement
 from quotaportal.hosts.services.fleet import HOST_LOST, capacity_changed, close_placements
 from quotaportal.hosts.services.tokens import check_host_name
-from quotaportal.quotas import wakeups
+from quotaportal.quotas import redis_client, wakeups
 from quotaportal.quotas.errors import Forbidden, InvalidInput
-from quotaportal.quotas.locks import lock_environment
-from quotaportal.quotas.models import (
-    DISPATCHED,
-    CapacityUnit,
-    Job,
-)
-from quotaportal.quotas.services import ticks
-from quotaportal.quotas.services.lifecycle import (
-    end_attempt,
-    mark_started,
-    mark_started_in_bulk,
-    succeed_in_bulk,
-)
-from quotaportal.quotas.services.tick import tick_inline
+from quotaportal.quotas.models import DISPATCHED, CapacityUnit
+
+log = logging.getLogger(__name__)
 
 
 def _claim_name(token: AgentToken, name: str) -> None:
@@ -101,7 +90,7 @@ def register_host(
     return host
 
 
-def _host(token: AgentToken, name: str) -> GpuHost:
+def host_of(token: AgentToken, name: str) -> GpuHost:
     host = GpuHost.objects.filter(service_environment=token.environment, name=name).first()
     if host is None:
         raise InvalidInput({"name": f"host {name} is not registered; register it first"})
@@ -183,7 +172,7 @@ def heartbeat(
     comes as soon as what should run differs from that version (woken by the tick or the
     service that changed it), or when the wait is over, whichever is first.
     """
-    host = _host(token, name)
+    host = host_of(token, name)
     env_id = host.service_environment_id
     mark = wakeups.generation(env_id)  # before reading: a change after this read wakes us
     was_lost = host.state == HostState.LOST
@@ -200,7 +189,7 @@ def heartbeat(
     # Never so long that the host's own timeout could pass while it waits here.
     wait = min(max(wait, 0.0), MAX_WAIT_SECONDS, settings.QP_HOST_TIMEOUT / 3)
     deadline = time.monotonic() + wait
-    while work["version"] == known and (left := deadline - time.monotonic()) > 0:
+    while _known(host, work, known) and (left := deadline - time.monotonic()) > 0:
         if not wakeups.wait_for(env_id, mark, left):
             break
         mark = wakeups.generation(env_id)
@@ -208,6 +197,44 @@ def heartbeat(
     if wait > 0:
         GpuHost.objects.filter(pk=host.pk).update(last_heartbeat=timezone.now())
     return work
+
+
+def _known(host: GpuHost, work: dict, known: str | None) -> bool:
+    """Does the agent know this work already: from its last heartbeat's answer (`known`), or
+    from the answer to its last batch of reports, which ticked at once? A long-poll woken by
+    that very tick waits on, instead of answering what the agent has just been told."""
+    return work["version"] in (known, delivered_version(host.pk))
+
+
+DELIVERED_SECONDS = 2 * MAX_WAIT_SECONDS  # past any long-poll that could still be waiting
+_delivered: dict[int, str] = {}  # host id -> version, in this process when there is no Redis
+
+
+def remember_delivered(host_id: int, version: str) -> None:
+    """A report's answer told the host what should run there (`version`)."""
+    if not settings.REDIS_URL:
+        _delivered[host_id] = version
+        return
+    try:
+        redis_client.client(settings.REDIS_URL).set(
+            _delivered_key(host_id), version, ex=int(DELIVERED_SECONDS)
+        )
+    except Exception:  # Redis's errors vary; the heartbeat then answers once more, no harm
+        log.warning("could not note the work told to host %s", host_id, exc_info=True)
+
+
+def delivered_version(host_id: int) -> str | None:
+    if not settings.REDIS_URL:
+        return _delivered.get(host_id)
+    try:
+        found = redis_client.client(settings.REDIS_URL).get(_delivered_key(host_id))
+    except Exception:
+        return None
+    return found.decode() if found is not None else None
+
+
+def _delivered_key(host_id: int) -> str:
+    return f"quotaportal:work-told:{host_id}"
 
 
 def host_work(host: GpuHost) -> dict:
@@ -234,208 +261,3 @@ def placements_version(desired: list[dict]) -> str:
     """Placements never change once made, so their ids say what should run."""
     ids = ",".join(str(p["placement"]) for p in sorted(desired, key=lambda p: p["placement"]))
     return hashlib.sha1(ids.encode()).hexdigest()[:16]
-
-
-def report(token: AgentToken, name: str, **fields) -> None:
-    """An agent reports a rank started, its output, or its exit. Stale reports change nothing.
-
-    Only the host that holds the placement may report on it. `reason` on an exit explains an
-    end that is not the job's own doing (it could not start, its agent lost contact).
-    """
-    with transaction.atomic():
-        _report(_host(token, name), **fields)
-
-
-@dataclass
-class Batch:
-    """A batch of reports applied: per report None or what was wrong with it, and, when the
-    batch freed capacity and its environment ticked at once, what should run on the host."""
-
-    errors: list[str | None]
-    work: dict | None = None
-
-
-def report_many(token: AgentToken, name: str, reports: list[dict]) -> Batch:
-    """Several reports of one host, in order.
-
-    In one transaction (one commit, where each report on its own cost one), each report in a
-    savepoint so a stale one is refused alone. A batch ends several jobs, locking their rows
-    and their queue's, so it first takes the environment's tick lock, as a tick does: the two
-    never hold each other's rows. If a tick keeps it too long, each report commits alone.
-
-    Holding that lock, the batch ticks the environment itself when its reports freed capacity
-    (ticks.ticking_inline), and its answer carries the host's new work: the agent starts the
-    next job without waiting for a worker's tick and then a heartbeat's answer.
-    """
-    host = _host(token, name)
-    env_id = host.service_environment_id
-    errors, ticked = None, False
-    with transaction.atomic():
-        if lock_environment(env_id, BATCH_LOCK_SECONDS):
-            with ticks.ticking_inline(env_id) as scope:
-                errors = _apply_batch(host, reports)
-            ticked = tick_inline(scope)
-    if errors is None:  # a tick kept the lock: each report commits alone
-        return Batch([_refusal(host, fields) for fields in reports])
-    # Read once the tick has committed: the agent may start these at once.
-    return Batch(errors, host_work(host) if ticked else None)
-
-
-BATCH_LOCK_SECONDS = 2.0
-
-
-PHASES = {"started": 0, "output": 1, "exited": 2}
-
-
-def _apply_batch(host: GpuHost, reports: list[dict]) -> list[str | None]:
-    """A batch's reports in a few statements, not a dozen per report: all its starts, then
-    its output, then its exits. That is the order each placement's own reports come in; a
-    batch that says otherwise about one placement is applied report by report."""
-    last_phase: dict[int, int] = {}
-    for fields in reports:
-        phase = PHASES.get(fields["event"])
-        if phase is None or phase < last_phase.get(fields["placement"], 0):
-            return [_refusal(host, fields) for fields in reports]
-        last_phase[fields["placement"]] = phase
-    found = {
-        p.id: p
-        for p in Placement.objects.select_for_update(of=("self",))
-        .select_related("attempt")
-        .only("id", "started_at", "exited_at", "attempt__stopped_at", "attempt__job_id")
-        .filter(pk__in=list(last_phase), host=host)
-    }
-    now = timezone.now()
-    by_event = {event: [] for event in PHASES}
-    errors = []
-    for fields in reports:
-        if fields["placement"] in found:
-            by_event[fields["event"]].append(fields)
-            errors.append(None)
-        else:
-            errors.append(f"placement: placement {fields['placement']} is not on host {host.name}")
-    _apply_starts(found, [fields["placement"] for fields in by_event["started"]], now)
-    for fields in by_event["output"]:
-        Placement.objects.filter(pk=fields["placement"], exited_at__isnull=True).update(
-            output_tail=fields.get("output_tail", "")[-8000:]
-        )
-    _apply_exits(found, by_event["exited"], now)
-    return errors
-
-
-def _apply_starts(found: dict[int, Placement], placements: list[int], now) -> None:
-    if not placements:
-        return
-    Placement.objects.filter(pk__in=placements, started_at__isnull=True).update(started_at=now)
-    live = {found[p].attempt.job_id for p in placements if found[p].attempt.stopped_at is None}
-    mark_started_in_bulk(live, now)
-
-
-def _apply_exits(found: dict[int, Placement], exits: list[dict], now) -> None:
-    """Close the placements; end each attempt whose last running rank this was (succeeded
-    when every rank exited 0), or the first failure of a rank ends it at once."""
-    closing = {}
-    for fields in exits:
-        placement = found[fields["placement"]]
-        if placement.exited_at is None and placement.id not in closing:
-            placement.exit_code, placement.exited_at = fields.get("exit_code"), now
-            placement.output_tail = fields.get("output_tail", "")[-8000:]
-            closing[placement.id] = (placement, fields)
-    if not closing:
-        return
-    Placement.objects.bulk_update(
-        [placement for placement, _ in closing.values()],
-        ["exit_code", "exited_at", "output_tail"],
-    )
-    ending = {
-        placement.attempt_id: placement.attempt.job_id
-        for placement, _ in closing.values()
-        if placement.attempt.stopped_at is None
-    }
-    still_running = set(
-        Placement.objects.filter(attempt_id__in=ending, exited_at__isnull=True).values_list(
-            "attempt_id", flat=True
-        )
-    )
-    failed = {}
-    for placement, fields in closing.values():
-        code, reason = fields.get("exit_code"), fields.get("reason", "")
-        if placement.attempt_id in ending and (reason or code != 0):
-            failed.setdefault(placement.attempt_id, (code, reason))
-    for attempt_id, (code, reason) in failed.items():
-        end_attempt(
-            Job.objects.get(pk=ending[attempt_id]),
-            succeeded=False,
-            status_reason=reason or f"Exited with code {code}",
-            exit_code=code,
-            now=now,
-            announce=attempt_id in still_running,  # the job's other ranks must stop
-        )
-    done = [
-        job
-        for attempt, job in ending.items()
-        if attempt not in failed and attempt not in still_running
-    ]
-    if done:
-        succeed_in_bulk(done, "Completed", now, announce=False)
-
-
-def _refusal(host: GpuHost, fields: dict) -> str | None:
-    try:
-        with transaction.atomic():
-            _report(host, **fields)
-    except InvalidInput as err:
-        return err.message
-    return None
-
-
-def _report(
-    host: GpuHost,
-    *,
-    placement: int,
-    event: str,
-    exit_code: int | None = None,
-    output_tail: str = "",
-    reason: str = "",
-) -> None:
-    name = host.name
-    found = (
-        Placement.objects.select_for_update()
-        .select_related("attempt__job")
-        .filter(pk=placement, host=host)
-        .first()
-    )
-    if found is None:
-        raise InvalidInput({"placement": f"placement {placement} is not on host {name}"})
-    now = timezone.now()
-    job = found.attempt.job
-    if event == "started":
-        found.started_at = found.started_at or now
-        found.save(update_fields=["started_at"])
-        if found.attempt.stopped_at is None:
-            mark_started(job, now)
-        return
-    if event == "output":
-        if found.exited_at is None:
-            found.output_tail = output_tail[-8000:]
-            found.save(update_fields=["output_tail"])
-        return
-    if event != "exited":
-        raise InvalidInput({"event": "event must be started, output or exited"})
-    if found.exited_at is not None:
-        return  # already reported
-    found.exit_code, found.exited_at, found.output_tail = exit_code, now, output_tail[-8000:]
-    found.save(update_fields=["exit_code", "exited_at", "output_tail"])
-    if found.attempt.stopped_at is not None:
-        return  # preempted or terminated: the attempt is over already
-    # Other ranks still running must be stopped (a failure) or waited for (a success).
-    others_running = found.attempt.placements.filter(exited_at__isnull=True).exists()
-    if reason or exit_code != 0:
-        end_attempt(
-            job,
-            succeeded=False,
-            status_reason=reason or f"Exited with code {exit_code}",
-            exit_code=exit_code,
-            announce=others_running,
-        )
-    elif not others_running:
-        end_attempt(job, succeeded=True, status_reason="Completed", exit_code=0, announce=False)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from django.db import transaction
-from django.db.models import F
+from django.db.models import Case, DateTimeField, F, Value, When
 from django.utils import timezone
 
 from quotaportal.quotas import wakeups
@@ -109,12 +109,19 @@ SIMULATED_DONE = "Simulated run completed"
 
 
 def succeed_in_bulk(
-    job_ids, status_reason: str, now, *, in_tick: bool = False, announce: bool = True
+    job_ids,
+    status_reason: str,
+    now,
+    *,
+    ended_at: dict | None = None,
+    in_tick: bool = False,
+    announce: bool = True,
 ) -> int:
     """end_attempt(succeeded=True) for many jobs in a handful of statements: a busy simulated
     queue ends dozens of jobs per tick, an agent's batch of reports several. The number of
     jobs ended (those still dispatched).
 
+    `ended_at`: job id -> when it ended, for jobs that did not end `now` (an agent saw it).
     `in_tick`: called by the tick itself, which plans the change next, so none is asked for.
     `announce` False: nothing is left to stop (the reporting agent ran the jobs' last ranks).
     """
@@ -126,14 +133,14 @@ def succeed_in_bulk(
         )
         if not rows:
             return 0
-        ended = [pk for pk, _, _, _ in rows]
-        JobAttempt.objects.filter(job_id__in=ended, stopped_at__isnull=True).update(
-            stopped_at=now, status_reason=status_reason, exit_code=0
+        when = {pk: (ended_at or {}).get(pk, now) for pk, _, _, _ in rows}
+        JobAttempt.objects.filter(job_id__in=list(when), stopped_at__isnull=True).update(
+            stopped_at=_per_row(when, "job_id"), status_reason=status_reason, exit_code=0
         )
-        Job.objects.filter(pk__in=ended).update(
+        Job.objects.filter(pk__in=list(when)).update(
             status=JobStatus.SUCCEEDED,
             status_reason=status_reason,
-            stopped_at=now,
+            stopped_at=_per_row(when),
             attempt_count=F("attempt_count") + 1,
         )
         Event.objects.bulk_create(
@@ -142,7 +149,7 @@ def succeed_in_bulk(
                 job_id=pk,
                 queue_id=queue_id,
                 share_id=share_id,
-                when=now,
+                when=when[pk],
                 reason=status_reason,
                 exit_code=0,
                 attempt=count + 1,
@@ -171,14 +178,27 @@ def enforce_attempt_timeouts(queue_id: int, now) -> None:
 
 def mark_started(job: Job, now=None) -> bool:
     """The backend reports the job's process running (LOCAL agents, AWS sync)."""
-    return bool(mark_started_in_bulk([job.pk], now or timezone.now()))
+    return bool(mark_started_in_bulk({job.pk: now or timezone.now()}))
 
 
-def mark_started_in_bulk(job_ids, now) -> int:
-    """mark_started for many jobs in one statement (an agent's batch of reports)."""
+def mark_started_in_bulk(started: dict) -> int:
+    """mark_started for many jobs in one statement (an agent's batch of reports): job id ->
+    when it started."""
+    if not started:
+        return 0
     return Job.objects.filter(
-        pk__in=job_ids, status__in=(JobStatus.SCHEDULED, JobStatus.STARTING)
-    ).update(status=JobStatus.RUNNING, started_at=now)
+        pk__in=list(started), status__in=(JobStatus.SCHEDULED, JobStatus.STARTING)
+    ).update(status=JobStatus.RUNNING, started_at=_per_row(started))
+
+
+def _per_row(values: dict, key: str = "pk"):
+    """One UPDATE's value per row: a CASE over the rows' `key`."""
+    if len(set(values.values())) == 1:
+        return next(iter(values.values()))
+    return Case(
+        *(When(**{key: pk}, then=Value(value)) for pk, value in values.items()),
+        output_field=DateTimeField(),
+    )
 
 
 TIME_LIMIT_REASON = "Terminated by JobStateTimeLimit action due to reason: {reason}"

@@ -1,15 +1,22 @@
 """A batch of reports that frees capacity ticks its environment itself and is answered with
 the host's next work; the agent starts it from that answer, and an older answer arriving
-later never stops what a newer one started."""
+later never stops what a newer one started. Reports date their events by their age."""
 
 from __future__ import annotations
 
+import time
+from datetime import timedelta
+
 import pytest
+from django.utils import timezone
+from rest_framework.test import APIClient
 
 from quotaportal.hosts import services as host_services
 from quotaportal.hosts.agent.agent import Agent
+from quotaportal.hosts.agent.reporter import MAX_AGE, aged
+from quotaportal.hosts.models import Placement
 from quotaportal.quotas import services
-from quotaportal.quotas.models import Job, SchedulerRun
+from quotaportal.quotas.models import Job, JobAttempt, SchedulerRun
 from quotaportal.quotas.services import tick, ticks
 from tests.conftest import add_share, build_queue
 
@@ -163,3 +170,90 @@ def test_an_answer_without_a_horizon_says_all_that_should_run(agent):
     agent.take({"placements": [spec(7), spec(9)], "horizon": 9})
     agent.take({"placements": [spec(3)]})  # an older server
     assert agent.reconciled == [3]
+
+
+def test_an_event_is_dated_at_the_reports_arrival_less_its_age(one_slot):
+    token, queue, placement, _, _ = one_slot
+    dispatched = timezone.now() - timedelta(seconds=10)  # long enough ago not to bound these
+    JobAttempt.objects.filter(placements=placement).update(started_at=dispatched)
+    before = timezone.now()
+    host_services.report_many(
+        token,
+        "gpu-1",
+        [
+            {"placement": placement, "event": "started", "age": 0.05},
+            {"placement": placement, "event": "exited", "exit_code": 0, "age": 0.02},
+        ],
+    )
+    after = timezone.now()
+    ran = Placement.objects.get(pk=placement)
+    late = timedelta(milliseconds=50)
+    assert before - late <= ran.started_at <= after - late
+    assert ran.exited_at - ran.started_at == timedelta(milliseconds=30)
+    job = Job.objects.get(job_queue=queue, name="first")
+    assert (job.started_at, job.stopped_at) == (ran.started_at, ran.exited_at)
+    assert job.events.get(kind="succeeded").time == ran.exited_at
+
+
+def test_an_age_reaching_back_before_the_dispatch_is_dated_at_the_dispatch(one_slot):
+    token, queue, placement, _, _ = one_slot
+    host_services.report(token, "gpu-1", placement=placement, event="started", age=3600.0)
+    host_services.report(
+        token, "gpu-1", placement=placement, event="exited", exit_code=0, age=3600.0
+    )
+    ran = Placement.objects.select_related("attempt").get(pk=placement)
+    assert ran.started_at == ran.attempt.started_at, "never before its dispatch"
+    assert ran.exited_at == ran.started_at, "never before its start"
+
+
+def test_a_negative_or_huge_age_is_refused_with_a_message(one_slot, people):
+    token, _, placement, _, _ = one_slot
+    client = APIClient()
+    raw = host_services.create_agent_token(people.admin, token.environment, "gpu-2")
+    client.credentials(HTTP_AUTHORIZATION=f"Agent {raw}")
+    for age in (-1, 10**9):
+        item = {"placement": placement, "event": "started", "age": age}
+        answer = client.post(
+            "/api/v1/agent/reports/", {"name": "gpu-1", "reports": [item]}, format="json"
+        )
+        assert answer.status_code == 400
+        assert "age" in answer.json()["reports"]["0"], "names the report and its field"
+
+
+def test_the_agent_sends_each_reports_age_since_its_event():
+    now = time.monotonic()
+    sent = aged([(now - 0.5, {"event": "started"}), (now - 10**8, {"event": "exited"})])
+    assert 0.5 <= sent[0]["age"] < 5
+    assert sent[0]["event"] == "started"
+    assert sent[1]["age"] == MAX_AGE, "capped at what the server accepts"
+
+
+def test_a_start_is_never_dated_before_the_exit_that_freed_its_gpus(one_slot):
+    """A preemptor is placed while its victim still holds the GPUs and starts once the
+    victim has exited; a start report whose age reaches back past that exit is dated at it."""
+    token, queue, victim, second, _ = one_slot
+    batch = host_services.report_many(token, "gpu-1", exit_of(victim))
+    successor = batch.work["placements"][0]["placement"]
+    freed = Placement.objects.get(pk=victim).exited_at
+    # As if dispatched before the victim's exit, the way a preemptor is.
+    JobAttempt.objects.filter(placements=successor).update(started_at=freed - timedelta(seconds=9))
+    host_services.report_many(
+        token, "gpu-1", [{"placement": successor, "event": "started", "age": 5.0}]
+    )
+    assert Placement.objects.get(pk=successor).started_at == freed
+    assert Job.objects.get(pk=second.pk).started_at == freed
+
+
+def test_a_waiting_heartbeat_does_not_repeat_the_work_a_reports_answer_just_gave(one_slot, people):
+    from tests.hosts.test_push import Waiting
+
+    token, queue, victim, second, _ = one_slot
+    version = host_services.heartbeat(token, "gpu-1", [victim])["version"]
+    waiting = Waiting(token, "gpu-1", version)
+    batch = host_services.report_many(token, "gpu-1", exit_of(victim))
+    assert batch.work["placements"], "the answer started the next job"
+    assert waiting.result(within=1.0) is None, "the agent knows already: no second answer"
+    services.terminate_job(people.admin, Job.objects.get(pk=second.pk), "not needed")
+    answer = waiting.result(within=10)
+    assert answer is not None, "a later change still wakes it"
+    assert answer["placements"] == []

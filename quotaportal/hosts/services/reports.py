@@ -1,0 +1,310 @@
+"""An agent's reports: a rank started, its output, its exit. Stale reports change nothing.
+
+When: each report carries its `age`, the seconds between the event and the report's
+sending, measured on the agent's own monotonic clock. The server dates the event at the
+report's arrival less that age, on its own clock: the real moment plus the time in
+transit, so never before it happened, yet without the time the report waited behind
+others. Every placement time thus stays on the server's clock (the ends it closes itself,
+for a lost host, are on it too), so a GPU's placements never overlap: a job is placed on a
+GPU only after the exit that freed it has arrived.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.db import transaction
+from django.utils import timezone
+
+from quotaportal.hosts.models import AgentToken, GpuHost, Placement
+from quotaportal.hosts.services.agents import host_of, host_work, remember_delivered
+from quotaportal.quotas.errors import InvalidInput
+from quotaportal.quotas.locks import lock_environment
+from quotaportal.quotas.models import Job
+from quotaportal.quotas.services import ticks
+from quotaportal.quotas.services.lifecycle import (
+    end_attempt,
+    mark_started,
+    mark_started_in_bulk,
+    succeed_in_bulk,
+)
+from quotaportal.quotas.services.tick import tick_inline
+
+BATCH_LOCK_SECONDS = 2.0
+PHASES = {"started": 0, "output": 1, "exited": 2}
+TAIL_CHARS = 8000
+
+
+def report(token: AgentToken, name: str, **fields) -> None:
+    """One report. Only the host that holds the placement may report on it. `reason` on an
+    exit explains an end that is not the job's own doing (it could not start, its agent
+    lost contact)."""
+    received = timezone.now()
+    with transaction.atomic():
+        _report(host_of(token, name), received, **fields)
+
+
+@dataclass
+class Batch:
+    """A batch of reports applied: per report None or what was wrong with it, and, when the
+    batch freed capacity and its environment ticked at once, what should run on the host."""
+
+    errors: list[str | None]
+    work: dict | None = None
+
+
+def report_many(token: AgentToken, name: str, reports: list[dict]) -> Batch:
+    """Several reports of one host, in order.
+
+    In one transaction (one commit, where each report on its own cost one), each report in a
+    savepoint so a stale one is refused alone. A batch ends several jobs, locking their rows
+    and their queue's, so it first takes the environment's tick lock, as a tick does: the two
+    never hold each other's rows. If a tick keeps it too long, each report commits alone.
+
+    Holding that lock, the batch ticks the environment itself when its reports freed capacity
+    (ticks.ticking_inline), and its answer carries the host's new work: the agent starts the
+    next job without waiting for a worker's tick and then a heartbeat's answer.
+    """
+    received = timezone.now()  # before any wait: the events' ages count from here
+    host = host_of(token, name)
+    env_id = host.service_environment_id
+    errors, work = None, None
+    with transaction.atomic():
+        if lock_environment(env_id, BATCH_LOCK_SECONDS):
+            with ticks.ticking_inline(env_id) as scope:
+                errors = _apply_batch(host, reports, received)
+            if tick_inline(scope):
+                # Noted before the commit wakes the host's waiting heartbeat, which then
+                # leaves this work to this answer (sent once the commit is done).
+                work = host_work(host)
+                remember_delivered(host.pk, work["version"])
+    if errors is None:  # a tick kept the lock: each report commits alone
+        return Batch([_refusal(host, fields, received) for fields in reports])
+    return Batch(errors, work)
+
+
+def seen_at(received: datetime, fields: dict, *earliest: datetime | None) -> datetime:
+    """When the agent saw the event: the arrival less its age, and never before any of
+    `earliest` (what it must follow: its attempt's dispatch, its rank's start, the exit that
+    freed its GPUs)."""
+    at = received - timedelta(seconds=fields.get("age") or 0.0)
+    return max(at, *(e for e in earliest if e is not None))
+
+
+def gpus_freed_at(host: GpuHost, placements) -> dict[int, datetime]:
+    """GPU index -> when an exit last freed it, for the exits since these placements'
+    dispatch. A rank placed on GPUs a preempted rank still held starts once that one has
+    exited, so its start is dated no earlier, whichever report arrived first."""
+    since = min(p.attempt.started_at for p in placements)
+    freed: dict[int, datetime] = {}
+    for gpus, exited in Placement.objects.filter(host=host, exited_at__gte=since).values_list(
+        "gpu_indices", "exited_at"
+    ):
+        for gpu in gpus:
+            freed[gpu] = max(freed.get(gpu, exited), exited)
+    return freed
+
+
+def _apply_batch(host: GpuHost, reports: list[dict], received: datetime) -> list[str | None]:
+    """A batch's reports in a few statements, not a dozen per report: all its starts, then
+    its output, then its exits. That is the order each placement's own reports come in; a
+    batch that says otherwise about one placement is applied report by report."""
+    last_phase: dict[int, int] = {}
+    for fields in reports:
+        phase = PHASES.get(fields["event"])
+        if phase is None or phase < last_phase.get(fields["placement"], 0):
+            return [_refusal(host, fields, received) for fields in reports]
+        last_phase[fields["placement"]] = phase
+    found = {
+        p.id: p
+        for p in Placement.objects.select_for_update(of=("self",))
+        .select_related("attempt")
+        .only(
+            "id",
+            "gpu_indices",
+            "started_at",
+            "exited_at",
+            "attempt__started_at",
+            "attempt__stopped_at",
+            "attempt__job_id",
+        )
+        .filter(pk__in=list(last_phase), host=host)
+    }
+    known = [fields for fields in reports if fields["placement"] in found]
+    starts, exits = _dated(host, found, known, received)
+    _apply_starts(found, starts)
+    for fields in known:
+        if fields["event"] == "output":
+            Placement.objects.filter(pk=fields["placement"], exited_at__isnull=True).update(
+                output_tail=fields.get("output_tail", "")[-TAIL_CHARS:]
+            )
+    _apply_exits(found, exits)
+    return [
+        None
+        if fields["placement"] in found
+        else f"placement: placement {fields['placement']} is not on host {host.name}"
+        for fields in reports
+    ]
+
+
+def _dated(host: GpuHost, found: dict[int, Placement], reports: list[dict], received):
+    """The batch's new starts (placement id -> when) and exits (placement id -> (when, the
+    report)), dated in the order the agent saw them: an exit follows its rank's start, a
+    start the exits that freed its GPUs."""
+    starting = [found[f["placement"]] for f in reports if f["event"] == "started"]
+    freed = gpus_freed_at(host, starting) if starting else {}
+    starts, exits = {}, {}
+    for fields in reports:
+        placement = found[fields["placement"]]
+        event = fields["event"]
+        if event == "started" and placement.started_at is None and placement.id not in starts:
+            starts[placement.id] = seen_at(
+                received,
+                fields,
+                placement.attempt.started_at,
+                *(freed.get(gpu) for gpu in placement.gpu_indices),
+            )
+        elif event == "exited" and placement.exited_at is None and placement.id not in exits:
+            start = starts.get(placement.id, placement.started_at)
+            at = seen_at(received, fields, start, placement.attempt.started_at)
+            exits[placement.id] = (at, fields)
+            for gpu in placement.gpu_indices:
+                freed[gpu] = max(freed.get(gpu, at), at)
+    return starts, exits
+
+
+def _apply_starts(found: dict[int, Placement], starts: dict[int, datetime]) -> None:
+    if not starts:
+        return
+    for placement_id, at in starts.items():
+        found[placement_id].started_at = at
+    Placement.objects.bulk_update([found[p] for p in starts], ["started_at"])
+    mark_started_in_bulk(
+        {
+            found[p].attempt.job_id: at
+            for p, at in starts.items()
+            if found[p].attempt.stopped_at is None
+        }
+    )
+
+
+def _apply_exits(found: dict[int, Placement], exits: dict[int, tuple]) -> None:
+    """Close the placements; end each attempt whose last running rank this was (succeeded
+    when every rank exited 0), or the first failure of a rank ends it at once."""
+    if not exits:
+        return
+    closing = []
+    for placement_id, (at, fields) in exits.items():
+        placement = found[placement_id]
+        placement.exit_code, placement.exited_at = fields.get("exit_code"), at
+        placement.output_tail = fields.get("output_tail", "")[-TAIL_CHARS:]
+        closing.append((placement, fields))
+    Placement.objects.bulk_update(
+        [placement for placement, _ in closing], ["exit_code", "exited_at", "output_tail"]
+    )
+    ending, ended_at = {}, {}
+    for placement, _ in closing:
+        if placement.attempt.stopped_at is None:
+            job_id = ending[placement.attempt_id] = placement.attempt.job_id
+            ended_at[job_id] = max(ended_at.get(job_id, placement.exited_at), placement.exited_at)
+    still_running = set(
+        Placement.objects.filter(attempt_id__in=ending, exited_at__isnull=True).values_list(
+            "attempt_id", flat=True
+        )
+    )
+    failed = {}
+    for placement, fields in closing:
+        code, reason = fields.get("exit_code"), fields.get("reason", "")
+        if placement.attempt_id in ending and (reason or code != 0):
+            failed.setdefault(placement.attempt_id, (placement, code, reason))
+    for attempt_id, (placement, code, reason) in failed.items():
+        end_attempt(
+            Job.objects.get(pk=ending[attempt_id]),
+            succeeded=False,
+            status_reason=reason or f"Exited with code {code}",
+            exit_code=code,
+            now=placement.exited_at,
+            announce=attempt_id in still_running,  # the job's other ranks must stop
+        )
+    done = {
+        job: ended_at[job]
+        for attempt, job in ending.items()
+        if attempt not in failed and attempt not in still_running
+    }
+    if done:
+        last = max(done.values())
+        succeed_in_bulk(list(done), "Completed", last, ended_at=done, announce=False)
+
+
+def _refusal(host: GpuHost, fields: dict, received: datetime) -> str | None:
+    try:
+        with transaction.atomic():
+            _report(host, received, **fields)
+    except InvalidInput as err:
+        return err.message
+    return None
+
+
+def _report(
+    host: GpuHost,
+    received: datetime,
+    *,
+    placement: int,
+    event: str,
+    exit_code: int | None = None,
+    output_tail: str = "",
+    reason: str = "",
+    age: float | None = None,
+) -> None:
+    found = (
+        Placement.objects.select_for_update()
+        .select_related("attempt__job")
+        .filter(pk=placement, host=host)
+        .first()
+    )
+    if found is None:
+        raise InvalidInput({"placement": f"placement {placement} is not on host {host.name}"})
+    job, fields = found.attempt.job, {"age": age}
+    if event == "started":
+        if found.started_at is None:
+            freed = gpus_freed_at(host, [found])
+            found.started_at = seen_at(
+                received,
+                fields,
+                found.attempt.started_at,
+                *(freed.get(gpu) for gpu in found.gpu_indices),
+            )
+        found.save(update_fields=["started_at"])
+        if found.attempt.stopped_at is None:
+            mark_started(job, found.started_at)
+        return
+    if event == "output":
+        if found.exited_at is None:
+            found.output_tail = output_tail[-TAIL_CHARS:]
+            found.save(update_fields=["output_tail"])
+        return
+    if event != "exited":
+        raise InvalidInput({"event": "event must be started, output or exited"})
+    if found.exited_at is not None:
+        return  # already reported
+    now = seen_at(received, fields, found.started_at, found.attempt.started_at)
+    found.exit_code, found.exited_at, found.output_tail = exit_code, now, output_tail[-TAIL_CHARS:]
+    found.save(update_fields=["exit_code", "exited_at", "output_tail"])
+    if found.attempt.stopped_at is not None:
+        return  # preempted or terminated: the attempt is over already
+    # Other ranks still running must be stopped (a failure) or waited for (a success).
+    others_running = found.attempt.placements.filter(exited_at__isnull=True).exists()
+    if reason or exit_code != 0:
+        end_attempt(
+            job,
+            succeeded=False,
+            status_reason=reason or f"Exited with code {exit_code}",
+            exit_code=exit_code,
+            now=now,
+            announce=others_running,
+        )
+    elif not others_running:
+        end_attempt(
+            job, succeeded=True, status_reason="Completed", exit_code=0, now=now, announce=False
+        )
