@@ -257,3 +257,24 @@ def test_a_waiting_heartbeat_does_not_repeat_the_work_a_reports_answer_just_gave
     answer = waiting.result(within=10)
     assert answer is not None, "a later change still wakes it"
     assert answer["placements"] == []
+
+
+def test_an_older_answer_cannot_revive_what_a_newer_one_ended(agent):
+    agent.take({"placements": [spec(7), spec(9)], "horizon": 9})
+    agent.take({"placements": [spec(7)], "horizon": 10})  # 9 preempted before it started
+    agent.take({"placements": [spec(7), spec(9)], "horizon": 9})  # read before that
+    assert agent.reconciled == [7]
+
+
+def test_a_placement_only_an_older_answer_lists_is_not_started(agent):
+    """Placed and ended between two answers: the newer one covered it and left it out."""
+    agent.take({"placements": [spec(7)], "horizon": 7})
+    agent.take({"placements": [spec(7)], "horizon": 12})
+    agent.take({"placements": [spec(7), spec(9)], "horizon": 9})
+    assert agent.reconciled == [7]
+
+
+def test_a_new_placement_in_any_answer_is_started(agent):
+    agent.take({"placements": [spec(7)], "horizon": 7})
+    agent.take({"placements": [spec(7), spec(11)], "horizon": 11})
+    assert agent.reconciled == [7, 11]

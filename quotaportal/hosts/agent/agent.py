@@ -129,6 +129,7 @@ class Agent:
         self.lease = DEFAULT_LEASE
         self.version = ""  # of the placements last heard; a long-poll waits for another
         self.desired: list[dict] = []  # what the server last said should run here
+        self.heard_up_to = 0  # the newest placement an answer has covered
         self.last_contact = time.monotonic()
         # Shims hold the read end; only this process holds the write end. Both are kept out
         # of jobs (close_fds), so the read end sees EOF exactly when this process is gone.
@@ -196,15 +197,33 @@ class Agent:
             self.reporter.close()
 
     def take(self, answer: dict) -> None:
-        """Run what an answer says should run here. Answers come by two paths (heartbeats,
-        reports), so one read earlier may arrive later: the placements newer than its
-        `horizon` (the newest it knew of) are kept as the newer answer said."""
+        """Run what an answer says should run here.
+
+        Heartbeats and report answers travel separately, so an answer read earlier may
+        arrive later. Its `horizon` (the newest placement it knew of) tells what it covers,
+        and a placement once left out of an answer that covers it has ended for good
+        (placements never reopen). So a placement is dropped when an answer covering it
+        leaves it out, and one is added only when no answer yet covered it: an older answer
+        can neither stop what a newer one started nor revive what a newer one ended.
+        """
         horizon = answer.get("horizon")
         if horizon is None:  # a server that answers on one path only
             self.desired = answer["placements"]
         else:
-            newer = [spec for spec in self.desired if spec["placement"] > horizon]
-            self.desired = answer["placements"] + newer
+            listed = {spec["placement"] for spec in answer["placements"]}
+            alive = [
+                spec
+                for spec in self.desired
+                if spec["placement"] in listed or spec["placement"] > horizon
+            ]
+            held = {spec["placement"] for spec in alive}
+            alive += [
+                spec
+                for spec in answer["placements"]
+                if spec["placement"] not in held and spec["placement"] > self.heard_up_to
+            ]
+            self.desired = alive
+            self.heard_up_to = max(self.heard_up_to, horizon)
         self.reconcile(self.desired)
 
     def exit_fds(self) -> list[int]:
