@@ -25,7 +25,6 @@ from quotaportal.quotas.models import Job
 from quotaportal.quotas.services import ticks
 from quotaportal.quotas.services.lifecycle import (
     end_attempt,
-    mark_started,
     mark_started_in_bulk,
     succeed_in_bulk,
 )
@@ -42,7 +41,9 @@ def report(token: AgentToken, name: str, **fields) -> None:
     lost contact)."""
     received = timezone.now()
     with transaction.atomic():
-        _report(host_of(token, name), received, **fields)
+        error = _apply_batch(host_of(token, name), [fields], received)[0]
+    if error is not None:
+        raise InvalidInput(error)
 
 
 @dataclass
@@ -73,7 +74,7 @@ def report_many(token: AgentToken, name: str, reports: list[dict]) -> Batch:
     with transaction.atomic():
         if lock_environment(env_id, BATCH_LOCK_SECONDS):
             with ticks.ticking_inline(env_id) as scope:
-                errors = _apply_batch(host, reports, received)
+                errors = [_message(e) for e in _apply_batch(host, reports, received)]
             if tick_inline(scope):
                 # Noted before the commit wakes the host's waiting heartbeat, which then
                 # leaves this work to this answer (sent once the commit is done).
@@ -112,8 +113,8 @@ def _apply_batch(host: GpuHost, reports: list[dict], received: datetime) -> list
     batch that says otherwise about one placement is applied report by report."""
     last_phase: dict[int, int] = {}
     for fields in reports:
-        phase = PHASES.get(fields["event"])
-        if phase is None or phase < last_phase.get(fields["placement"], 0):
+        phase = PHASES.get(fields["event"], 0)
+        if phase < last_phase.get(fields["placement"], 0):
             return [_refusal(host, fields, received) for fields in reports]
         last_phase[fields["placement"]] = phase
     found = {
@@ -131,7 +132,7 @@ def _apply_batch(host: GpuHost, reports: list[dict], received: datetime) -> list
         )
         .filter(pk__in=list(last_phase), host=host)
     }
-    known = [fields for fields in reports if fields["placement"] in found]
+    known = [f for f in reports if f["placement"] in found and f["event"] in PHASES]
     starts, exits = _dated(host, found, known, received)
     _apply_starts(found, starts)
     for fields in known:
@@ -140,12 +141,16 @@ def _apply_batch(host: GpuHost, reports: list[dict], received: datetime) -> list
                 output_tail=fields.get("output_tail", "")[-TAIL_CHARS:]
             )
     _apply_exits(found, exits)
-    return [
-        None
-        if fields["placement"] in found
-        else f"placement: placement {fields['placement']} is not on host {host.name}"
-        for fields in reports
-    ]
+    return [_wrong(host, found, fields) for fields in reports]
+
+
+def _wrong(host: GpuHost, found: dict, fields: dict) -> dict | None:
+    """What is wrong with a report (field -> message), or None."""
+    if fields["placement"] not in found:
+        return {"placement": f"placement {fields['placement']} is not on host {host.name}"}
+    if fields["event"] not in PHASES:
+        return {"event": "event must be started, output or exited"}
+    return None
 
 
 def _dated(host: GpuHost, found: dict[int, Placement], reports: list[dict], received):
@@ -238,73 +243,10 @@ def _apply_exits(found: dict[int, Placement], exits: dict[int, tuple]) -> None:
 
 
 def _refusal(host: GpuHost, fields: dict, received: datetime) -> str | None:
-    try:
-        with transaction.atomic():
-            _report(host, received, **fields)
-    except InvalidInput as err:
-        return err.message
-    return None
+    """One report in a transaction of its own: None, or what was wrong with it."""
+    with transaction.atomic():
+        return _message(_apply_batch(host, [fields], received)[0])
 
 
-def _report(
-    host: GpuHost,
-    received: datetime,
-    *,
-    placement: int,
-    event: str,
-    exit_code: int | None = None,
-    output_tail: str = "",
-    reason: str = "",
-    age: float | None = None,
-) -> None:
-    found = (
-        Placement.objects.select_for_update()
-        .select_related("attempt__job")
-        .filter(pk=placement, host=host)
-        .first()
-    )
-    if found is None:
-        raise InvalidInput({"placement": f"placement {placement} is not on host {host.name}"})
-    job, fields = found.attempt.job, {"age": age}
-    if event == "started":
-        if found.started_at is None:
-            freed = gpus_freed_at(host, [found])
-            found.started_at = seen_at(
-                received,
-                fields,
-                found.attempt.started_at,
-                *(freed.get(gpu) for gpu in found.gpu_indices),
-            )
-        found.save(update_fields=["started_at"])
-        if found.attempt.stopped_at is None:
-            mark_started(job, found.started_at)
-        return
-    if event == "output":
-        if found.exited_at is None:
-            found.output_tail = output_tail[-TAIL_CHARS:]
-            found.save(update_fields=["output_tail"])
-        return
-    if event != "exited":
-        raise InvalidInput({"event": "event must be started, output or exited"})
-    if found.exited_at is not None:
-        return  # already reported
-    now = seen_at(received, fields, found.started_at, found.attempt.started_at)
-    found.exit_code, found.exited_at, found.output_tail = exit_code, now, output_tail[-TAIL_CHARS:]
-    found.save(update_fields=["exit_code", "exited_at", "output_tail"])
-    if found.attempt.stopped_at is not None:
-        return  # preempted or terminated: the attempt is over already
-    # Other ranks still running must be stopped (a failure) or waited for (a success).
-    others_running = found.attempt.placements.filter(exited_at__isnull=True).exists()
-    if reason or exit_code != 0:
-        end_attempt(
-            job,
-            succeeded=False,
-            status_reason=reason or f"Exited with code {exit_code}",
-            exit_code=exit_code,
-            now=now,
-            announce=others_running,
-        )
-    elif not others_running:
-        end_attempt(
-            job, succeeded=True, status_reason="Completed", exit_code=0, now=now, announce=False
-        )
+def _message(error: dict | None) -> str | None:
+    return None if error is None else InvalidInput(error).message
