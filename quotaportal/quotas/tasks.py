@@ -21,7 +21,9 @@ def tick_queue(queue_id: int, immediate: bool = False, wait: bool = False) -> No
     if immediate:
         # Before reading anything: a change committed from now on must enqueue the next tick.
         gate.release(queue_id)
-    run_tick(queue_id, wait=immediate or wait)
+    run = run_tick(queue_id, wait=immediate or wait)
+    if immediate and run is not None:
+        gate.spaced(queue_id, run.duration_ms / 1000)
 
 
 @shared_task(ignore_result=True)

@@ -30,8 +30,9 @@ def test_a_burst_of_submits_queues_one_tick_and_a_started_tick_lets_the_next_thr
 ):
     if shared_by == "redis":
         settings.REDIS_URL = os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/15"
+        env_id = fleet.queue.service_environment_id
         redis.Redis.from_url(settings.REDIS_URL).delete(
-            ticks._key(fleet.queue.service_environment_id)
+            ticks._key(env_id), ticks._spacing_key(env_id)
         )
     else:
         settings.REDIS_URL = ""
@@ -44,6 +45,57 @@ def test_a_burst_of_submits_queues_one_tick_and_a_started_tick_lets_the_next_thr
     ticks.gate.release(fleet.queue.pk)
 
 
+@pytest.fixture
+def sent_later(settings, monkeypatch):
+    """Ticks sent with a countdown: (queue id, seconds)."""
+    sent = []
+    monkeypatch.setattr(
+        tick_queue,
+        "apply_async",
+        lambda args, kwargs, countdown: sent.append((args[0], countdown)),
+    )
+    return sent
+
+
+@pytest.mark.parametrize("shared_by", ["redis", "this process"])
+def test_a_change_soon_after_an_immediate_tick_waits_out_a_spacing_four_times_its_planning(
+    people, fleet, enqueued, sent_later, settings, shared_by
+):
+    """A burst against a big environment costs a few ticks a second, not one after another."""
+    env_id = fleet.queue.service_environment_id
+    if shared_by == "redis":
+        settings.REDIS_URL = os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/15"
+        redis.Redis.from_url(settings.REDIS_URL).delete(
+            ticks._key(env_id), ticks._spacing_key(env_id)
+        )
+    else:
+        settings.REDIS_URL = ""
+    submit(people.alice, fleet, name="lone")
+    assert enqueued == [fleet.queue.pk], "no tick before it: at once"
+    ticks.gate.release(fleet.queue.pk)  # the worker starts it ...
+    ticks.gate.spaced(fleet.queue.pk, 0.05)  # ... and it planned for 50 ms
+    submit(people.alice, fleet, name="right-after")
+    assert enqueued == [fleet.queue.pk], "not at once"
+    [(queue_id, countdown)] = sent_later
+    assert queue_id == fleet.queue.pk
+    assert 0.15 < countdown <= 0.2, "four times the 50 ms it planned"
+    submit(people.alice, fleet, name="meanwhile")
+    assert len(sent_later) == 1, "the waiting tick covers it"
+    ticks.gate.release(fleet.queue.pk)
+    ticks.gate.spaced(fleet.queue.pk, 30.0)  # a tick that planned for half a minute
+    submit(people.alice, fleet, name="after-a-slow-tick")
+    assert 0.9 < sent_later[-1][1] <= ticks.TickGate.MAX_SPACING_SECONDS, "spacing is capped"
+    ticks.gate.release(fleet.queue.pk)
+
+
+def test_an_immediate_tick_task_asks_for_the_spacing_after_it(people, fleet, settings):
+    settings.REDIS_URL = ""
+    submit(people.alice, fleet, name="planned")
+    tick_queue.apply(args=(fleet.queue.pk,), kwargs={"immediate": True})
+    assert ticks.gate.claim(fleet.queue.pk) > 0, "the next tick waits a little"
+    ticks.gate.release(fleet.queue.pk)
+
+
 def test_a_broker_outage_leaves_no_claim_behind(people, fleet, settings, monkeypatch):
     settings.QP_IMMEDIATE_TICKS = True
     settings.REDIS_URL = ""
@@ -53,7 +105,7 @@ def test_a_broker_outage_leaves_no_claim_behind(people, fleet, settings, monkeyp
 
     monkeypatch.setattr(tick_queue, "delay", broken)
     submit(people.alice, fleet, name="during-outage")
-    assert ticks.gate.claim(fleet.queue.pk), "the failed enqueue released its claim"
+    assert ticks.gate.claim(fleet.queue.pk) is not None, "the failed enqueue released its claim"
     ticks.gate.release(fleet.queue.pk)
 
 
