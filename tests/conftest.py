@@ -49,10 +49,14 @@ def _ticks_only_when_asked(settings):
     """Tests tick explicitly; the Celery test turns immediate ticks back on."""
     settings.QP_IMMEDIATE_TICKS = False
     yield
+    from quotaportal.quotas import lookups
     from quotaportal.quotas.services import ticks
 
     # A test that queued a tick without a worker to take it leaves no claim for the next.
     ticks.gate._local.clear()
+    ticks.gate._local_spacing.clear()
+    ticks._local_wakes.clear()  # wakes asked for without a broker, by eager ticks
+    lookups.forget()  # the rows they were read from rolled back with the test
     ticks._environments.clear()
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
@@ -435,15 +437,45 @@ class JobSerializer(serializers.ModelSerializer):
         return serializers.DateTimeField().to_representation(job.estimated_start_at)
 
 
-class BatchJobSerializer(JobSerializer):
-    """One item of a batch submit: the fields of a submit, the queue by name (looked up once
-    per batch, not once per item)."""
+class SubmissionSerializer(JobSerializer):
+    """The fields of one submit, the queue by name: the service looks it up (once per batch,
+    and from the lookups kept between requests)."""
 
-    job_queue = serializers.CharField(max_length=128)
+    job_queue = serializers.CharField(max_length=128, validators=[no_nul_characters])
 
     class Meta(JobSerializer.Meta):
         fields = JOB_INPUT_FIELDS
         read_only_fields = []
+
+
+# Building a serializer's fields costs more than checking a submit or rendering a job with
+# them (a deep copy of every declared field), so each thread keeps one of each and reuses it.
+_per_thread = threading.local()
+
+
+def submission(raw) -> dict:
+    """One submit's fields, checked (ValidationError naming each field otherwise), in the form
+    services.submit_job takes, the queue by name."""
+    checker = getattr(_per_thread, "checker", None)
+    if checker is None:
+        checker = _per_thread.checker = SubmissionSerializer()
+    data = dict(checker.run_validation(raw))
+    data["quota_share"] = data.pop("share_name")
+    data["capacity_unit"] = data.pop("capacity_unit")["name"]
+    return data
+
+
+def fresh_job(job: Job, context: dict) -> dict:
+    """A job just submitted, as JobSerializer renders it, without asking the database what it
+    cannot hold yet: it has no attempts, and its place in the queue comes from the next tick
+    (GET the job)."""
+    renderer = getattr(_per_thread, "renderer", None)
+    if renderer is None:
+        renderer = _per_thread.renderer = JobSerializer()
+    job._prefetched_objects_cache = {"attempts": JobAttempt.objects.none()}
+    # The fields read the context through their root serializer: this request's, each time.
+    renderer._context = {**context, "positions": {job.pk: None}}
+    return renderer.to_representation(job)
 
 
 class BatchSubmitSerializer(serializers.Serializer):

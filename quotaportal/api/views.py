@@ -15,7 +15,6 @@ from quotaportal.quotas import selectors, services
 from quotaportal.quotas.errors import NotFound
 from quotaportal.quotas.models import (
     CapacityUnit,
-    JobAttempt,
     JobQueue,
     JobStatus,
     QuotaShare,
@@ -330,13 +329,10 @@ class JobViewSet(
         )
 
     def create(self, request, *args, **kwargs):
-        serializer = self.get_serializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        data = dict(serializer.validated_data)
-        data["quota_share"] = data.pop("share_name")
-        data["capacity_unit"] = data.pop("capacity_unit")["name"]
-        job = services.submit_job(request.user, **data)
-        return Response(fresh_job_data(self, job), status=status.HTTP_201_CREATED)
+        job = services.submit_job(request.user, **s.submission(request.data))
+        return Response(
+            s.fresh_job(job, self.get_serializer_context()), status=status.HTTP_201_CREATED
+        )
 
     @extend_schema(request=s.BatchSubmitSerializer, responses={201: dict})
     @action(detail=False, methods=["post"])
@@ -347,18 +343,12 @@ class JobViewSet(
         so a batch sent again after a lost answer makes no duplicates."""
         envelope = s.BatchSubmitSerializer(data=request.data)
         envelope.is_valid(raise_exception=True)
-        # One serializer checks every item: its fields are built once, not once per item.
-        checker = s.BatchJobSerializer()
         items, errors = {}, {}
         for index, raw in enumerate(envelope.validated_data["jobs"]):
             try:
-                data = dict(checker.run_validation(raw))
+                items[index] = s.submission(raw)
             except serializers.ValidationError as err:
                 errors.update({f"jobs[{index}].{k}": v for k, v in err.detail.items()})
-                continue
-            data["quota_share"] = data.pop("share_name")
-            data["capacity_unit"] = data.pop("capacity_unit")["name"]
-            items[index] = data
         queues = JobQueue.objects.select_related("service_environment").in_bulk(
             {item["job_queue"] for item in items.values()}, field_name="name"
         )
@@ -408,14 +398,6 @@ class JobViewSet(
         serializer.is_valid(raise_exception=True)
         services.terminate_job(request.user, job, serializer.validated_data["reason"])
         return Response(self.get_serializer(self.get_object()).data)
-
-
-def fresh_job_data(view, job) -> dict:
-    """A job just submitted, rendered without asking the database what it cannot hold yet: it
-    has no attempts, and its place in the queue comes from the next tick (GET the job)."""
-    job._prefetched_objects_cache = {"attempts": JobAttempt.objects.none()}
-    context = {**view.get_serializer_context(), "positions": {job.pk: None}}
-    return s.JobSerializer(job, context=context).data
 
 
 class HostSerializer(serializers.ModelSerializer):

@@ -16,7 +16,7 @@ from itertools import compress
 from operator import is_, itemgetter
 
 from django.db import connection
-from django.db.models import Count, Q, Sum
+from django.db.models import Count, Min, Q, Sum
 from django.utils import timezone
 
 from quotaportal.quotas.backends import backend_for
@@ -107,6 +107,12 @@ def most_capacity(env: ServiceEnvironment, now: datetime | None = None) -> dict[
     than this can never run; a smaller one may wait for a reservation to start."""
     now = now or timezone.now()
     return _plus_reserved(env, Reservation.objects.filter(environment=env, ends_at__gt=now))
+
+
+def next_reservation_end(env: ServiceEnvironment, now: datetime) -> datetime | None:
+    """When the first reservation that most_capacity(env, now) counts ends."""
+    ends = Reservation.objects.filter(environment=env, ends_at__gt=now).aggregate(Min("ends_at"))
+    return ends["ends_at__min"]
 
 
 def _usable(queue: JobQueue, limits: dict[str, int]) -> dict[str, int] | None:

@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from quotaportal.quotas import bridge, wakeups
 from quotaportal.quotas.errors import Conflict, InvalidInput, ServiceError
+from quotaportal.quotas.lookups import Kept, kept
 from quotaportal.quotas.models import (
     ACTIVE,
     FINAL,
@@ -22,7 +23,13 @@ from quotaportal.quotas.models import (
     QuotaShare,
     State,
 )
-from quotaportal.quotas.permissions import actor_name, require_job_access, require_share_member
+from quotaportal.quotas.permissions import (
+    actor_name,
+    is_platform_admin,
+    require_job_access,
+    require_share_member,
+    team_ids,
+)
 from quotaportal.quotas.services.audit import record
 from quotaportal.quotas.services.retries import check_evaluate_on_exit
 from quotaportal.quotas.services.ticks import queue_changed
@@ -123,7 +130,7 @@ JOB_OPTIONS = {  # optional job fields and their defaults
 def submit_job(
     actor,
     *,
-    job_queue: JobQueue,
+    job_queue: JobQueue | str,
     quota_share: str,
     capacity_unit: str,
     name: str,
@@ -132,7 +139,9 @@ def submit_job(
 ) -> Job:
     """Validate and queue a job as RUNNABLE; a repeated client_token returns the first job.
 
-    `options` are the optional fields of JOB_OPTIONS (quantity, scheduling_priority, ...).
+    `job_queue` is the queue or its name; `options` are the optional fields of JOB_OPTIONS
+    (quantity, scheduling_priority, ...). Submits in real time (no `now` given) are checked
+    against the lookups kept between requests (quotas.lookups).
     """
     if unknown := sorted(set(options) - set(JOB_OPTIONS)):
         raise TypeError(f"submit_job() got unknown fields {unknown}")
@@ -143,8 +152,9 @@ def submit_job(
         "name": name,
         **options,
     }
+    cache = {} if now else kept()
     now = now or timezone.now()
-    _, share, unit, fields, fingerprint = _prepare(actor, item, cache={}, now=now)
+    job_queue, share, unit, fields, fingerprint = _prepare(actor, item, cache=cache, now=now)
     token = fields["client_token"]
     if token is not None and (existing := _same_request(actor, job_queue, token, fingerprint)):
         return existing
@@ -156,7 +166,6 @@ def submit_job(
         if existing is None:
             raise
         return existing
-    queue_changed(job_queue.pk)
     return job
 
 
@@ -181,6 +190,9 @@ def _target(
         raise InvalidInput(
             {"quota_share": f"quota share {name} does not exist in job queue {job_queue.name}"}
         )
+    if not is_platform_admin(actor):
+        # Seeds the user's team ids (permissions.team_ids) from the kept lookups.
+        actor._qp_team_ids = _cached(cache, ("teams", actor.pk), lambda: team_ids(actor))
     require_share_member(actor, share)
     unit_name = fields["capacity_unit"]
     unit = _cached(
@@ -191,7 +203,7 @@ def _target(
     capacity = _cached(
         cache,
         ("capacity", job_queue.service_environment_id),
-        lambda: bridge.most_capacity(job_queue.service_environment, now),
+        lambda: _most_capacity(job_queue.service_environment, now, cache),
     )
     config = _cached(cache, ("config", share.pk), lambda: bridge.share_of(share))
     if error := submission_error(config, unit.name, fields["quantity"], capacity):
@@ -205,11 +217,32 @@ def _cached(cache: dict, key, load):
     return cache[key]
 
 
+def _most_capacity(env, now, cache: dict) -> dict[str, int]:
+    if isinstance(cache, Kept) and (ends := bridge.next_reservation_end(env, now)):
+        cache.expire_by(ends)  # the capacity it adds is counted until then
+    return bridge.most_capacity(env, now)
+
+
+def _queue(cache: dict, queue: JobQueue | str) -> JobQueue:
+    if isinstance(queue, JobQueue):
+        return queue
+    found = _cached(
+        cache,
+        ("queue", queue),
+        lambda: JobQueue.objects.select_related("service_environment").filter(name=queue).first(),
+    )
+    if found is None:
+        raise InvalidInput({"job_queue": f"job queue {queue} does not exist"})
+    return found
+
+
 @transaction.atomic
 def _create(actor, job_queue, share, unit, fields: dict, fingerprint: str, now) -> Job:
     job = _new_job(actor, job_queue, share, unit, fields, fingerprint, now)
     job.save(force_insert=True)
     _submitted_event(actor, job, now).save(force_insert=True)
+    # Last, in the same commit: the queue's row stays locked only while this one commits.
+    queue_changed(job_queue.pk)
     return job
 
 
@@ -228,9 +261,11 @@ def submit_jobs(actor, items: list[dict], now=None, lookups: dict | None = None)
     """
     if not 1 <= len(items) <= MAX_BATCH:
         raise InvalidInput({"jobs": f"give 1 to {MAX_BATCH} jobs, got {len(items)}"})
+    if lookups is None:
+        lookups = {} if now else kept()
     now = now or timezone.now()
     errors, prepared = {}, []
-    cache = {} if lookups is None else lookups
+    cache = lookups
     for index, item in enumerate(items):
         try:
             prepared.append(_prepare(actor, item, cache, now))
@@ -268,12 +303,12 @@ def submit_jobs(actor, items: list[dict], now=None, lookups: dict | None = None)
 
 
 def _prepare(actor, item: dict, cache: dict, now):
-    """Check one submission (as submit_job takes it, the queue as an object): the queue, share,
-    unit, normalized fields and fingerprint, or InvalidInput."""
+    """Check one submission (as submit_job takes it, the queue as an object or a name): the
+    queue, share, unit, normalized fields and fingerprint, or InvalidInput."""
     options = {k: v for k, v in item.items() if k in JOB_OPTIONS}
     if unknown := sorted(set(item) - set(JOB_OPTIONS) - {*REQUIRED_FIELDS}):
         raise InvalidInput(dict.fromkeys(unknown, "unknown field"))
-    queue = item["job_queue"]
+    queue = _queue(cache, item["job_queue"])
     fields = {
         "job_queue": queue.name,
         **{key: item.get(key) for key in REQUIRED_FIELDS if key != "job_queue"},

@@ -9,6 +9,7 @@ from django.db import IntegrityError, transaction
 from rest_framework.authtoken.models import Token
 
 from quotaportal.quotas.errors import Conflict, InvalidInput
+from quotaportal.quotas.lookups import config_changed
 from quotaportal.quotas.models import (
     Backend,
     CapacityUnit,
@@ -229,6 +230,7 @@ def create_service_environment(
         EnvironmentCapacity(environment=env, capacity_unit=units[u], max_capacity=n)
         for u, n in capacity_limits.items()
     )
+    config_changed()  # bulk_create sends no signal
     return env
 
 

@@ -7,6 +7,7 @@ import re
 from django.db import IntegrityError, transaction
 
 from quotaportal.quotas.errors import Conflict, InvalidInput
+from quotaportal.quotas.lookups import config_changed
 from quotaportal.quotas.models import (
     CapacityUnit,
     EventKind,
@@ -66,6 +67,7 @@ def _write_limits(share: QuotaShare, limits: dict[str, int], units=None) -> None
         ShareCapacityLimit(share=share, capacity_unit=units[name], max_capacity=count)
         for name, count in sorted(limits.items())
     )
+    config_changed()  # bulk_create sends no signal
 
 
 def limits_of(share: QuotaShare) -> dict[str, int]:

@@ -1,0 +1,125 @@
+"""The rows a submit is checked against, kept between requests while they stay the same.
+
+Every submit looks up its queue, share, unit, the environment's capacity, the share's limits
+and the submitter's teams: six queries, a third of a submit's time, for rows an admin changes
+a few times a day. They are kept in this process under the configuration's generation, a
+counter in Redis that every change to those rows raises, right away and again once the change
+commits (the signals at the end, on save and delete of each such model). A submit reads the
+generation first and uses only what was looked up under it. Whatever is looked up after that
+read is at least as new as the generation, so every submit that starts after a change has
+committed sees the change, as it would reading the rows itself.
+
+Entries last MAX_AGE_SECONDS at most, and the capacity a reservation adds no longer than the
+reservation lasts, so even a change made around the ORM's signals (raw SQL) is seen soon.
+Without Redis nothing is kept: a process could not see another's changes.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import datetime
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models.signals import m2m_changed, post_delete, post_save
+from django.utils import timezone
+
+from quotaportal.quotas import redis_client
+
+log = logging.getLogger(__name__)
+
+MAX_AGE_SECONDS = 10.0
+GENERATION_KEY = "quotaportal:config-generation"
+
+
+class Kept(dict):
+    """The lookups made under one generation, until `expires` (a monotonic time)."""
+
+    def __init__(self, generation: bytes | None):
+        super().__init__()
+        self.generation = generation
+        self.expires = time.monotonic() + MAX_AGE_SECONDS
+
+    def expire_by(self, when: datetime) -> None:
+        """Drop everything at `when` at the latest (a reservation counted here ends then)."""
+        left = (when - timezone.now()).total_seconds()
+        self.expires = min(self.expires, time.monotonic() + max(left, 0.0))
+
+
+_kept: Kept | None = None
+
+
+def kept() -> dict:
+    """The lookups a submit may use: those of the current generation, or an empty dict of
+    its own when nothing can be kept (no Redis, or Redis did not answer)."""
+    global _kept
+    if not settings.REDIS_URL:
+        return {}
+    try:
+        generation = redis_client.client(settings.REDIS_URL).get(GENERATION_KEY)
+    except Exception:  # Redis's errors vary; the rows are read as if nothing were kept
+        log.warning("could not read the configuration generation; looking rows up afresh")
+        return {}
+    current = _kept
+    if current is None or current.generation != generation or time.monotonic() >= current.expires:
+        current = _kept = Kept(generation)
+    return current
+
+
+def forget() -> None:
+    """Drop this process's lookups (tests, whose rows vanish with each test's transaction)."""
+    global _kept
+    _kept = None
+
+
+def config_changed() -> None:
+    """A row submits are checked against changed: raise the generation now (so this
+    transaction's own later submits look again) and once it commits (so no submit elsewhere
+    keeps what it read before the commit under the new generation)."""
+    if not settings.REDIS_URL:
+        return
+    _raise_generation()
+    transaction.on_commit(_raise_generation)
+
+
+def _raise_generation() -> None:
+    forget()  # this process sees its own change even when Redis does not answer
+    try:
+        redis_client.client(settings.REDIS_URL).incr(GENERATION_KEY)
+    except Exception:  # the other processes' entries expire within MAX_AGE_SECONDS anyway
+        log.exception("could not raise the configuration generation")
+
+
+def _changed(sender, **kwargs) -> None:
+    config_changed()
+
+
+def connect_signals() -> None:
+    """Every model a submit's checks read (called once, from the app's ready())."""
+    from quotaportal.quotas.models import (
+        CapacityUnit,
+        EnvironmentCapacity,
+        JobQueue,
+        Membership,
+        QuotaShare,
+        Reservation,
+        ServiceEnvironment,
+        ShareCapacityLimit,
+        Team,
+    )
+
+    for model in (
+        CapacityUnit,
+        EnvironmentCapacity,
+        JobQueue,
+        Membership,
+        QuotaShare,
+        Reservation,
+        ServiceEnvironment,
+        ShareCapacityLimit,
+        Team,
+    ):
+        post_save.connect(_changed, sender=model, dispatch_uid=f"lookups-save-{model.__name__}")
+        post_delete.connect(_changed, sender=model, dispatch_uid=f"lookups-del-{model.__name__}")
+    m2m_changed.connect(_changed, sender=Team.members.through, dispatch_uid="lookups-members")
