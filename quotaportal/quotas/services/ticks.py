@@ -190,16 +190,17 @@ def _wake_key(env_id: int) -> str:
 
 class TickGate:
     """At most one immediate tick per service environment waits in the queue, and immediate
-    ticks keep at most a fifth of a worker busy.
+    ticks keep at most a ninth of a worker busy.
 
     claim() marks a tick of the environment as queued; the task releases the mark as it
     starts, before it reads anything, so a change committed after that enqueues the next
     tick while one committed before it is seen by this one. A burst of submits thus costs a
     few ticks, and a lone submit still one at once. After an immediate tick that planned for
     d seconds, the next waits until SPACING_FACTOR * d after it ended (spaced()): a tick of a
-    small environment (10 ms) delays the next change by 40 ms at most, while a burst against
-    an environment with thousands of jobs waiting costs a few ticks a second, not one tick
-    after another on a whole core.
+    small environment (10 ms) delays the next change by 80 ms at most, while a burst against
+    an environment with thousands of jobs waiting costs two or three ticks a second, not one
+    tick after another on a whole core (REST submits at 8 clients: 160 a second with 4 times,
+    205-230 with 8 times; bench_submit).
 
     The marks live in Redis (shared by every web and worker process) when there is one, else
     in this process; they expire, so a worker that died holding one costs one beat period
@@ -207,7 +208,7 @@ class TickGate:
     """
 
     EXPIRES_SECONDS = 10
-    SPACING_FACTOR = 4
+    SPACING_FACTOR = 8
     MAX_SPACING_SECONDS = 1.0  # the beat ticks every few seconds anyway
 
     def __init__(self):
