@@ -38,15 +38,21 @@ def lock_environment(environment_id: int, timeout_seconds: float = 5.0) -> bool:
         return True
     from django.db import OperationalError, transaction
 
+    namespace, env, waits = (
+        int(ADVISORY_LOCKS["environment_tick"]),
+        int(environment_id),
+        int(timeout_seconds * 1000),
+    )
     try:
         with transaction.atomic(), connection.cursor() as cursor:
             # A savepoint: a lock timeout fails only this, never the caller's transaction.
-            cursor.execute(f"SET LOCAL lock_timeout = '{int(timeout_seconds * 1000)}ms'")
+            # One round trip for the three statements (integers only, so no parameters):
+            # every agent's batch of reports and every tick takes this lock.
             cursor.execute(
-                "SELECT pg_advisory_xact_lock(%s, %s)",
-                [ADVISORY_LOCKS["environment_tick"], environment_id],
+                f"SET LOCAL lock_timeout = '{waits}ms'; "
+                f"SELECT pg_advisory_xact_lock({namespace}, {env}); "
+                "SET LOCAL lock_timeout = 0"
             )
-            cursor.execute("SET LOCAL lock_timeout = 0")
     except OperationalError:
         return False
     return True

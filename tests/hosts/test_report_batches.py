@@ -14,8 +14,8 @@ from rest_framework.test import APIClient
 from quotaportal.hosts import services as host_services
 from quotaportal.hosts.agent.agent import Agent
 from quotaportal.hosts.agent.reporter import MAX_AGE, aged
-from quotaportal.hosts.models import Placement
-from quotaportal.quotas import services
+from quotaportal.hosts.models import GpuHost, Placement
+from quotaportal.quotas import services, wakeups
 from quotaportal.quotas.models import Job, JobAttempt, SchedulerRun
 from quotaportal.quotas.services import tick, ticks
 from tests.conftest import add_share, build_queue
@@ -278,3 +278,27 @@ def test_a_new_placement_in_any_answer_is_started(agent):
     agent.take({"placements": [spec(7)], "horizon": 7})
     agent.take({"placements": [spec(7), spec(11)], "horizon": 11})
     assert agent.reconciled == [7, 11]
+
+
+def test_a_batch_whose_tick_places_work_only_on_its_own_host_wakes_no_heartbeat(one_slot):
+    """The answer carries that work; a waiting heartbeat woken for it would only read that."""
+    token, queue, placement, second, _ = one_slot
+    env_id = queue.service_environment_id
+    before = wakeups.generation(env_id)
+    batch = host_services.report_many(token, "gpu-1", exit_of(placement))
+    assert [p["job_id"] for p in batch.work["placements"]] == [str(second.pk)]
+    assert wakeups.generation(env_id) == before
+
+
+def test_a_batch_whose_tick_places_work_on_another_host_wakes_the_heartbeats(one_slot, people):
+    token, queue, placement, second, _ = one_slot
+    other = host_services.token_for(
+        host_services.create_agent_token(people.admin, queue.service_environment, "gpu-2")
+    )
+    host_services.register_host(other, name="gpu-2", capacity_unit="gpu1", gpus=[0])
+    host_services.set_host_state(people.admin, GpuHost.objects.get(name="gpu-1"), "DRAINING")
+    env_id = queue.service_environment_id
+    before = wakeups.generation(env_id)
+    host_services.report_many(token, "gpu-1", exit_of(placement))
+    assert Placement.objects.get(attempt__job=second).host.name == "gpu-2"
+    assert wakeups.generation(env_id) > before, "gpu-2's agent must hear of it at once"

@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from quotaportal.hosts.models import AgentToken, GpuHost, Placement
 from quotaportal.hosts.services.agents import host_of, host_work, remember_delivered
+from quotaportal.quotas import wakeups
 from quotaportal.quotas.errors import InvalidInput
 from quotaportal.quotas.locks import lock_environment
 from quotaportal.quotas.models import Job
@@ -80,9 +81,18 @@ def report_many(token: AgentToken, name: str, reports: list[dict]) -> Batch:
                 # leaves this work to this answer (sent once the commit is done).
                 work = host_work(host)
                 remember_delivered(host.pk, work["version"])
+                if scope.preempted or _placed_elsewhere(host, scope.started):
+                    wakeups.announce(env_id)
     if errors is None:  # a tick kept the lock: each report commits alone
         return Batch([_refusal(host, fields, received) for fields in reports])
     return Batch(errors, work)
+
+
+def _placed_elsewhere(host: GpuHost, job_ids: list[str]) -> bool:
+    """Did any of these jobs get a rank on another host (whose agent must be woken)?"""
+    return bool(job_ids) and (
+        Placement.objects.filter(attempt__job_id__in=job_ids).exclude(host=host).exists()
+    )
 
 
 def seen_at(received: datetime, fields: dict, *earliest: datetime | None) -> datetime:

@@ -30,7 +30,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from quotaportal.quotas import bridge, wakeups
+from quotaportal.quotas import bridge
 from quotaportal.quotas.backends import backend_for, self_scheduling_backends
 from quotaportal.quotas.locks import lock_environment, try_lock_environment
 from quotaportal.quotas.models import (
@@ -73,16 +73,26 @@ def run_tick(queue_id: int, now=None, *, wait: bool = False) -> SchedulerRun | N
 
 
 def run_environment_tick(
-    env_id: int, now=None, asked_by: int | None = None, *, wait: bool = False
+    env_id: int,
+    now=None,
+    asked_by: int | None = None,
+    *,
+    wait: bool = False,
+    holding_lock: bool = False,
 ) -> dict:
     """Tick every ENABLED queue of the environment, higher priority first: queue id -> run.
 
     With `wait` (an immediate tick, asked for by a change) it waits for a tick in progress to
-    finish instead of skipping, so the change is always planned at once.
+    finish instead of skipping, so the change is always planned at once. `holding_lock`: the
+    caller's transaction holds the environment's tick lock already, in a savepoint of its own
+    (tick_inline).
     """
     runs = {}
-    with transaction.atomic():
-        locked = lock_environment(env_id) if wait else try_lock_environment(env_id)
+    with transaction.atomic(savepoint=not holding_lock):
+        if holding_lock:
+            locked = True
+        else:
+            locked = lock_environment(env_id) if wait else try_lock_environment(env_id)
         # The time is read once the lock is held: a tick that waited plans as of now.
         now = now or timezone.now()
         if not locked:
@@ -121,9 +131,11 @@ def tick_inline(scope: ticks.InlineTick | None) -> bool:
         return False
     started = time.perf_counter()
     try:
-        with transaction.atomic():
-            run_environment_tick(scope.env_id, wait=True)
+        with transaction.atomic(), ticks.collecting_dispatches(scope):
+            run_environment_tick(scope.env_id, holding_lock=True)
     except Exception:
+        scope.started.clear()
+        scope.preempted = 0  # rolled back: the workers' tick announces what it does
         log.exception("inline tick of environment %s failed; enqueued instead", scope.env_id)
         for queue_id in scope.queue_ids:
             transaction.on_commit(partial(ticks.enqueue_tick, queue_id))
@@ -234,7 +246,7 @@ def _tick_locked(queue: JobQueue, now, fit_units: set[str]) -> _Outcome:
         started = [job_id for job_id in started if job_id not in unplaced]
     dispatched = len(started)
     if dispatched or preempted:
-        wakeups.announce(queue.service_environment_id)  # agents learn of it at once
+        ticks.announce_dispatch(queue.service_environment_id, started, preempted)
     record_sample(queue, bridge.usage_after(loaded.snapshot, plan), now)
     # Only a plan that changed nothing is a fixed point worth remembering; after any change
     # the next tick must plan again (a preempted job may start, a blocked share may move).

@@ -14,7 +14,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 
-from quotaportal.quotas import redis_client
+from quotaportal.quotas import redis_client, wakeups
 from quotaportal.quotas.models import JobQueue
 
 log = logging.getLogger(__name__)
@@ -44,11 +44,14 @@ def tick_after_commit(queue_id: int) -> None:
 
 
 class InlineTick:
-    """The queues of one environment whose changes wait for the caller's own tick."""
+    """The queues of one environment whose changes wait for the caller's own tick, and what
+    that tick dispatched and preempted (announce_dispatch)."""
 
     def __init__(self, env_id: int):
         self.env_id = env_id
         self.queue_ids: set[int] = set()
+        self.started: list[str] = []
+        self.preempted = 0
 
 
 _inline = threading.local()
@@ -72,6 +75,30 @@ def ticking_inline(env_id: int):
         yield _inline.scope
     finally:
         _inline.scope = outer
+
+
+@contextmanager
+def collecting_dispatches(scope: InlineTick):
+    """The caller's own tick runs in this block: what it dispatches goes to `scope`, and the
+    caller decides whom to wake."""
+    _inline.ticking = scope
+    try:
+        yield
+    finally:
+        _inline.ticking = None
+
+
+def announce_dispatch(env_id: int, started: list[str], preempted: int) -> None:
+    """A tick dispatched or preempted jobs: once it commits, wake the environment's waiting
+    heartbeats so their agents learn of it at once. An inline tick leaves that to its caller
+    (collecting_dispatches): its answer carries the reporting host's new work, and the
+    heartbeats it would wake might only read that nothing else changed."""
+    scope = getattr(_inline, "ticking", None)
+    if scope is not None and scope.env_id == env_id:
+        scope.started.extend(started)
+        scope.preempted += preempted
+        return
+    wakeups.announce(env_id)
 
 
 def tick_took(env_id: int, seconds: float) -> None:
