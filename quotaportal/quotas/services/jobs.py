@@ -258,6 +258,8 @@ def submit_jobs(actor, items: list[dict], now=None, lookups: dict | None = None)
 
     `lookups` keeps the queue's shares, units and limits between batches: only for a caller
     that owns the queues meanwhile (a replay), since a share edited in between would be missed.
+    Without it, a submit in real time (no `now`) uses the lookups kept between requests, which
+    every change to those rows invalidates (quotas.lookups).
     """
     if not 1 <= len(items) <= MAX_BATCH:
         raise InvalidInput({"jobs": f"give 1 to {MAX_BATCH} jobs, got {len(items)}"})
