@@ -112,7 +112,7 @@ def _read(caller: Caller, queue_name: str, progress) -> Found:
         for item in caller.pages("list_quota_shares", "quotaShares", jobQueue=queue["jobQueueArn"])
     ]
     progress(f"read job queue {queue_name}: {len(shares)} quota share(s)")
-    jobs = []
+    jobs, seen = [], set()
     for status in AWS_ACTIVE:
         for summary in caller.pages(
             "list_service_jobs",
@@ -121,6 +121,11 @@ def _read(caller: Caller, queue_name: str, progress) -> Found:
             jobStatus=status,
             maxResults=100,
         ):
+            # The statuses are listed one after another: a job that moves on meanwhile
+            # (RUNNABLE, then SCHEDULED) shows up in two lists, and is adopted once.
+            if summary["jobId"] in seen:
+                continue
+            seen.add(summary["jobId"])
             jobs.append(caller("describe_service_job", jobId=summary["jobId"]))
             if len(jobs) % 100 == 0:
                 progress(f"read {len(jobs)} job(s)")
