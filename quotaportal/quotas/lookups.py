@@ -95,31 +95,28 @@ def _changed(sender, **kwargs) -> None:
     config_changed()
 
 
-def connect_signals() -> None:
-    """Every model a submit's checks read (called once, from the app's ready())."""
-    from quotaportal.quotas.models import (
-        CapacityUnit,
-        EnvironmentCapacity,
-        JobQueue,
-        Membership,
-        QuotaShare,
-        Reservation,
-        ServiceEnvironment,
-        ShareCapacityLimit,
-        Team,
-    )
+# The models whose rows a submit's checks read; a save or delete of any raises the generation.
+CHECKED_MODELS = (
+    "CapacityUnit",
+    "EnvironmentCapacity",
+    "JobQueue",
+    "Membership",
+    "QuotaShare",
+    "Reservation",
+    "ServiceEnvironment",
+    "ShareCapacityLimit",
+    "Team",
+)
 
-    for model in (
-        CapacityUnit,
-        EnvironmentCapacity,
-        JobQueue,
-        Membership,
-        QuotaShare,
-        Reservation,
-        ServiceEnvironment,
-        ShareCapacityLimit,
-        Team,
-    ):
-        post_save.connect(_changed, sender=model, dispatch_uid=f"lookups-save-{model.__name__}")
-        post_delete.connect(_changed, sender=model, dispatch_uid=f"lookups-del-{model.__name__}")
-    m2m_changed.connect(_changed, sender=Team.members.through, dispatch_uid="lookups-members")
+
+def connect_signals() -> None:
+    """Called once, from the app's ready()."""
+    from quotaportal.quotas import models
+
+    for name in CHECKED_MODELS:
+        model = getattr(models, name)
+        post_save.connect(_changed, sender=model, dispatch_uid=f"lookups-save-{name}")
+        post_delete.connect(_changed, sender=model, dispatch_uid=f"lookups-del-{name}")
+    m2m_changed.connect(
+        _changed, sender=models.Team.members.through, dispatch_uid="lookups-members"
+    )
