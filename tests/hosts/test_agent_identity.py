@@ -12,7 +12,7 @@ from rest_framework.test import APIClient
 
 from quotaportal.hosts import services as host_services
 from quotaportal.hosts.models import AgentToken, GpuHost, Placement
-from quotaportal.quotas import services
+from quotaportal.quotas import services, wakeups
 from quotaportal.quotas.models import Job
 from tests.conftest import add_share, build_queue, submit
 
@@ -168,7 +168,9 @@ def test_host_names_must_be_plain(agents, name):
     assert "name" in response.json()
 
 
-def test_a_retry_is_held_back_while_its_preempted_attempt_still_runs_elsewhere(people, agents):
+def test_a_retry_is_held_back_while_its_preempted_attempt_still_runs_elsewhere(
+    people, agents, django_capture_on_commit_callbacks
+):
     tokens = {name: agents.token(name) for name in ("gpu-1", "gpu-2")}
     agents.register(tokens["gpu-1"], "gpu-1", gpus=1)
     job = dispatch(people, agents, retry_attempts=3)
@@ -189,12 +191,20 @@ def test_a_retry_is_held_back_while_its_preempted_attempt_still_runs_elsewhere(p
 
     def wanted_on_gpu_2():
         answer = agents.call(tokens["gpu-2"], "heartbeat", {"name": "gpu-2"}).json()
-        return [p["placement"] for p in answer["placements"]]
+        return [(p["placement"], p["hold"]) for p in answer["placements"]], answer["version"]
 
-    assert wanted_on_gpu_2() == [], "held back while attempt 1 still runs on gpu-1"
+    held, held_version = wanted_on_gpu_2()
+    # Listed, not left out: an agent takes a placement a covering answer leaves out as ended.
+    assert held == [(retry.pk, True)], "held back while attempt 1 still runs on gpu-1"
+    env_id = agents.queue.service_environment_id
+    before = wakeups.generation(env_id)
     exited = {"name": "gpu-1", "placement": first.pk, "event": "exited", "exit_code": 143}
-    agents.call(tokens["gpu-1"], "report", exited)
-    assert wanted_on_gpu_2() == [retry.pk]
+    with django_capture_on_commit_callbacks(execute=True):
+        agents.call(tokens["gpu-1"], "report", exited)
+    assert wakeups.generation(env_id) > before, "gpu-2's waiting heartbeat hears of it at once"
+    freed, freed_version = wanted_on_gpu_2()
+    assert freed == [(retry.pk, False)]
+    assert freed_version != held_version, "a long-poll that knows the held answer returns"
 
 
 def test_the_agent_needs_a_token_from_the_environment_or_a_file(tmp_path, capsys, monkeypatch):
@@ -228,10 +238,8 @@ def test_a_rank_ended_before_its_agent_started_it_is_closed_by_the_agents_word(p
 
     def beat(host, running):
         body = {"name": host, "running": running}
-        return [
-            p["placement"]
-            for p in agents.call(tokens[host], "heartbeat", body).json()["placements"]
-        ]
+        answer = agents.call(tokens[host], "heartbeat", body).json()
+        return [p["placement"] for p in answer["placements"] if not p["hold"]]  # to start
 
     assert beat("gpu-2", []) == []
     assert beat("gpu-1", [never_started.pk]) == [], "it says it runs it: still open"

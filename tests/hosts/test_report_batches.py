@@ -144,7 +144,7 @@ class Recording(Agent):
 
 
 def spec(placement):
-    return {"placement": placement, "job_id": f"job-{placement}", "gpu_indices": [0]}
+    return {"placement": placement, "job_id": f"job-{placement}", "gpu_indices": [0], "hold": False}
 
 
 @pytest.fixture
@@ -272,6 +272,46 @@ def test_a_placement_only_an_older_answer_lists_is_not_started(agent):
     agent.take({"placements": [spec(7)], "horizon": 12})
     agent.take({"placements": [spec(7), spec(9)], "horizon": 9})
     assert agent.reconciled == [7]
+
+
+class Starting(Agent):
+    """An agent that records the placements it would start instead of starting processes."""
+
+    def start(self, placement, spec):
+        self.started = [*getattr(self, "started", []), placement]
+
+
+def held(placement):
+    return {**spec(placement), "hold": True}
+
+
+@pytest.fixture
+def starting(tmp_path):
+    return Starting(
+        client=None, name="gpu-1", capacity_unit="gpu1", gpus=[0, 1], work_dir=tmp_path, address=""
+    )
+
+
+def test_a_held_retry_starts_once_a_later_answer_frees_it(starting):
+    """Found by the soak: a retry held back while its earlier attempt still stopped on
+    another host was left out of answers covering it, so once freed it was never started."""
+    starting.take({"placements": [held(9)], "horizon": 9})
+    assert getattr(starting, "started", []) == [], "held: its earlier attempt still runs"
+    starting.take({"placements": [spec(9)], "horizon": 9})
+    assert starting.started == [9]
+
+
+def test_an_older_answer_cannot_hold_back_what_a_newer_one_freed(starting):
+    starting.take({"placements": [spec(9)], "horizon": 9})
+    starting.take({"placements": [held(9)], "horizon": 9})  # read before the earlier exit
+    assert [spec["hold"] for spec in starting.desired] == [False]
+
+
+def test_a_held_placement_a_newer_answer_leaves_out_has_ended(starting):
+    starting.take({"placements": [held(9)], "horizon": 9})
+    starting.take({"placements": [], "horizon": 10})  # its job was terminated meanwhile
+    starting.take({"placements": [spec(9)], "horizon": 9})  # read before that
+    assert getattr(starting, "started", []) == []
 
 
 def test_a_new_placement_in_any_answer_is_started(agent):

@@ -197,32 +197,12 @@ class Agent:
             self.reporter.close()
 
     def take(self, answer: dict) -> None:
-        """Run what an answer says should run here.
-
-        Heartbeats and report answers travel separately, so an answer read earlier may
-        arrive later. Its `horizon` (the newest placement it knew of) tells what it covers,
-        and a placement once left out of an answer that covers it has ended for good
-        (placements never reopen). So a placement is dropped when an answer covering it
-        leaves it out, and one is added only when no answer yet covered it: an older answer
-        can neither stop what a newer one started nor revive what a newer one ended.
-        """
+        """Run what an answer says should run here, merged with what earlier ones said."""
         horizon = answer.get("horizon")
         if horizon is None:  # a server that answers on one path only
             self.desired = answer["placements"]
         else:
-            listed = {spec["placement"] for spec in answer["placements"]}
-            alive = [
-                spec
-                for spec in self.desired
-                if spec["placement"] in listed or spec["placement"] > horizon
-            ]
-            held = {spec["placement"] for spec in alive}
-            alive += [
-                spec
-                for spec in answer["placements"]
-                if spec["placement"] not in held and spec["placement"] > self.heard_up_to
-            ]
-            self.desired = alive
+            self.desired = merged(self.desired, answer["placements"], horizon, self.heard_up_to)
             self.heard_up_to = max(self.heard_up_to, horizon)
         self.reconcile(self.desired)
 
@@ -281,8 +261,8 @@ class Agent:
                 job.stop()
             job.enforce_deadline()
         for placement, spec in wanted.items():
-            if placement in self.running or placement in self.finished:
-                continue
+            if placement in self.running or placement in self.finished or spec.get("hold"):
+                continue  # a held placement waits for its job's earlier attempt to end
             busy = set().union(*(j.gpus for j in self.running.values())) if self.running else set()
             if busy & set(spec["gpu_indices"]):
                 continue  # a preempted job still holds these GPUs: start once it has exited
@@ -405,3 +385,29 @@ class Agent:
                 log.warning("stopped job group %s left by an earlier agent", entry["pgid"])
         self.save_state()
         return stopped
+
+
+def merged(desired: list[dict], listed: list[dict], horizon: int, heard_up_to: int) -> list[dict]:
+    """What should run here once one more answer (`listed`, covering placements up to
+    `horizon`) is taken in; `heard_up_to` is the newest placement earlier answers covered.
+
+    Heartbeats and report answers travel separately, so an answer read earlier may arrive
+    later. A placement only goes forward: held back (`hold`: an earlier attempt of its job
+    still runs elsewhere), free to start, ended; and every answer that covers a placement
+    not ended lists it. So a placement is dropped when an answer covering it leaves it out
+    (it has ended for good); one is added only when no answer covered it yet (else one left
+    it out); a held one is freed by the first answer that lists it free, and never held
+    again. An older answer can thus neither stop what a newer one started, nor revive what
+    a newer one ended, nor hold back what a newer one freed.
+    """
+    answer = {spec["placement"]: spec for spec in listed}
+    kept = []
+    for spec in desired:
+        placement = spec["placement"]
+        if placement in answer:
+            kept.append(answer[placement] if spec.get("hold") else spec)
+        elif placement > horizon:
+            kept.append(spec)
+    known = {spec["placement"] for spec in kept}
+    new = [spec for spec in listed if spec["placement"] > heard_up_to]
+    return kept + [spec for spec in new if spec["placement"] not in known]

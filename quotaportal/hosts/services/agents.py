@@ -13,7 +13,12 @@ from django.db.models import Exists, Max, OuterRef, Prefetch
 from django.utils import timezone
 
 from quotaportal.hosts.models import AgentToken, GpuHost, HostState, Placement
-from quotaportal.hosts.services.fleet import HOST_LOST, capacity_changed, close_placements
+from quotaportal.hosts.services.fleet import (
+    HOST_LOST,
+    capacity_changed,
+    close_placements,
+    wake_held_retries,
+)
 from quotaportal.hosts.services.tokens import check_host_name
 from quotaportal.quotas import redis_client, wakeups
 from quotaportal.quotas.errors import Forbidden, InvalidInput
@@ -102,8 +107,10 @@ def host_of(token: AgentToken, name: str) -> GpuHost:
 def desired_placements(host: GpuHost) -> list[dict]:
     """What should run on the host now: open attempts of dispatched jobs placed on it.
 
-    A retry is held back while an earlier attempt of the same job still runs on a host that
-    is not LOST (a preempted rank checkpointing elsewhere): a job never runs twice at once.
+    A retry is held back (listed with `hold`, to start later) while an earlier attempt of the
+    same job still runs on a host that is not LOST (a preempted rank checkpointing
+    elsewhere): a job never runs twice at once. It is listed rather than left out because the
+    agent takes a placement an answer leaves out as ended for good (host_work's horizon).
     """
     earlier_still_running = Placement.objects.filter(
         attempt__job_id=OuterRef("attempt__job_id"),
@@ -119,7 +126,7 @@ def desired_placements(host: GpuHost) -> list[dict]:
             exit_code__isnull=True,
             exited_at__isnull=True,
         )
-        .exclude(Exists(earlier_still_running))
+        .annotate(hold=Exists(earlier_still_running))
         .select_related("attempt__job__job_queue")
         .prefetch_related(
             # Heartbeats come every second from every host: fetch each job's ranks in one query.
@@ -145,6 +152,7 @@ def desired_placements(host: GpuHost) -> list[dict]:
                 "gpu_indices": p.gpu_indices,
                 "command": job.command or "true",
                 "grace_seconds": job.job_queue.preemption_grace_seconds,
+                "hold": p.hold,
             }
         )
     return result
@@ -182,9 +190,12 @@ def heartbeat(
         # A lost host keeps nothing: its jobs were failed over. It must register again.
         raise InvalidInput({"name": f"host {name} was marked LOST; register it again"})
     if running is not None:
-        Placement.objects.filter(
+        not_running = Placement.objects.filter(
             host=host, exited_at__isnull=True, attempt__stopped_at__isnull=False
-        ).exclude(pk__in=running).update(exited_at=now)
+        ).exclude(pk__in=running)
+        jobs = list(not_running.values_list("attempt__job_id", flat=True))
+        if jobs and not_running.update(exited_at=now):
+            wake_held_retries(env_id, jobs)
     work = host_work(host)
     # Never so long that the host's own timeout could pass while it waits here.
     wait = min(max(wait, 0.0), MAX_WAIT_SECONDS, settings.QP_HOST_TIMEOUT / 3)
@@ -243,9 +254,11 @@ def host_work(host: GpuHost) -> dict:
 
     Heartbeats and report answers reach an agent on two paths, so an older answer can arrive
     after a newer one. The agent stops a job only on an answer whose horizon covers the job's
-    placement: an answer read before that placement existed cannot tell it to stop. The
-    horizon is read first; a host's placements are made by its environment's ticks, one
-    after another, so every placement up to it is seen by the read that follows.
+    placement: an answer read before that placement existed cannot tell it to stop. A
+    placement goes only forward (held back, free to start, ended), so an answer that covers
+    one and leaves it out says it has ended for good. The horizon is read first; a host's
+    placements are made by its environment's ticks, one after another, so every placement
+    up to it is seen by the read that follows.
     """
     horizon = Placement.objects.filter(host=host).aggregate(newest=Max("id"))["newest"] or 0
     desired = desired_placements(host)
@@ -258,6 +271,10 @@ def host_work(host: GpuHost) -> dict:
 
 
 def placements_version(desired: list[dict]) -> str:
-    """Placements never change once made, so their ids say what should run."""
-    ids = ",".join(str(p["placement"]) for p in sorted(desired, key=lambda p: p["placement"]))
+    """Placements never change once made, so their ids say what should run, with the one
+    change a placement does go through: from held back to free to start."""
+    ids = ",".join(
+        f"{p['placement']}{'h' if p.get('hold') else ''}"
+        for p in sorted(desired, key=lambda p: p["placement"])
+    )
     return hashlib.sha1(ids.encode()).hexdigest()[:16]

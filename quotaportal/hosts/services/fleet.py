@@ -11,6 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from quotaportal.hosts.models import AgentToken, GpuHost, HostState, Placement
+from quotaportal.quotas import wakeups
 from quotaportal.quotas.errors import Conflict, InvalidInput
 from quotaportal.quotas.models import (
     DISPATCHED,
@@ -43,6 +44,21 @@ def close_placements(host: GpuHost, now, reason: str) -> None:
         job = placement.attempt.job
         if placement.attempt.stopped_at is None and job.status in DISPATCHED:
             end_attempt(job, succeeded=False, status_reason=reason, now=now)
+    wake_held_retries(host.service_environment_id, [p.attempt.job_id for p in open_placements])
+
+
+def wake_held_retries(env_id: int, job_ids) -> None:
+    """Ranks of these jobs closed: a retry of one that waited for them (held back, see
+    agents.desired_placements) may start now, so its host's waiting heartbeat is woken."""
+    if job_ids and (
+        Placement.objects.filter(
+            attempt__job_id__in=set(job_ids),
+            attempt__stopped_at__isnull=True,
+            started_at__isnull=True,
+            exited_at__isnull=True,
+        ).exists()
+    ):
+        wakeups.announce(env_id)
 
 
 def lose_host(host: GpuHost, now, why: str, actor=None) -> None:

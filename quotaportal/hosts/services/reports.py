@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from quotaportal.hosts.models import AgentToken, GpuHost, Placement
 from quotaportal.hosts.services.agents import host_of, host_work, remember_delivered
+from quotaportal.hosts.services.fleet import wake_held_retries
 from quotaportal.quotas import wakeups
 from quotaportal.quotas.errors import InvalidInput
 from quotaportal.quotas.locks import lock_environment
@@ -150,7 +151,7 @@ def _apply_batch(host: GpuHost, reports: list[dict], received: datetime) -> list
             Placement.objects.filter(pk=fields["placement"], exited_at__isnull=True).update(
                 output_tail=fields.get("output_tail", "")[-TAIL_CHARS:]
             )
-    _apply_exits(found, exits)
+    _apply_exits(host, found, exits)
     return [_wrong(host, found, fields) for fields in reports]
 
 
@@ -204,7 +205,7 @@ def _apply_starts(found: dict[int, Placement], starts: dict[int, datetime]) -> N
     )
 
 
-def _apply_exits(found: dict[int, Placement], exits: dict[int, tuple]) -> None:
+def _apply_exits(host: GpuHost, found: dict[int, Placement], exits: dict[int, tuple]) -> None:
     """Close the placements; end each attempt whose last running rank this was (succeeded
     when every rank exited 0), or the first failure of a rank ends it at once."""
     if not exits:
@@ -217,6 +218,10 @@ def _apply_exits(found: dict[int, Placement], exits: dict[int, tuple]) -> None:
         closing.append((placement, fields))
     Placement.objects.bulk_update(
         [placement for placement, _ in closing], ["exit_code", "exited_at", "output_tail"]
+    )
+    wake_held_retries(
+        host.service_environment_id,
+        [p.attempt.job_id for p, _ in closing if p.attempt.stopped_at is not None],
     )
     ending, ended_at = {}, {}
     for placement, _ in closing:
