@@ -17,6 +17,7 @@ from quotaportal.hosts.services.fleet import (
     HOST_LOST,
     capacity_changed,
     close_placements,
+    close_still_open,
     wake_held_retries,
 )
 from quotaportal.hosts.services.tokens import check_host_name
@@ -190,12 +191,15 @@ def heartbeat(
         # A lost host keeps nothing: its jobs were failed over. It must register again.
         raise InvalidInput({"name": f"host {name} was marked LOST; register it again"})
     if running is not None:
-        not_running = Placement.objects.filter(
-            host=host, exited_at__isnull=True, attempt__stopped_at__isnull=False
-        ).exclude(pk__in=running)
-        jobs = list(not_running.values_list("attempt__job_id", flat=True))
-        if jobs and not_running.update(exited_at=now):
-            wake_held_retries(env_id, jobs)
+        not_running = list(
+            Placement.objects.filter(
+                host=host, exited_at__isnull=True, attempt__stopped_at__isnull=False
+            )
+            .exclude(pk__in=running)
+            .values_list("id", "attempt__job_id")
+        )
+        if not_running and close_still_open([pk for pk, _ in not_running], now):
+            wake_held_retries(env_id, [job for _, job in not_running])
     work = host_work(host)
     # Never so long that the host's own timeout could pass while it waits here.
     wait = min(max(wait, 0.0), MAX_WAIT_SECONDS, settings.QP_HOST_TIMEOUT / 3)

@@ -39,12 +39,25 @@ def close_placements(host: GpuHost, now, reason: str) -> None:
     open_placements = list(
         Placement.objects.filter(host=host, exited_at__isnull=True).select_related("attempt__job")
     )
-    Placement.objects.filter(pk__in=[p.pk for p in open_placements]).update(exited_at=now)
+    close_still_open([p.pk for p in open_placements], now)
     for placement in open_placements:
         job = placement.attempt.job
         if placement.attempt.stopped_at is None and job.status in DISPATCHED:
             end_attempt(job, succeeded=False, status_reason=reason, now=now)
     wake_held_retries(host.service_environment_id, [p.attempt.job_id for p in open_placements])
+
+
+def close_still_open(placement_ids: list[int], now) -> int:
+    """Close these placements at `now`, all but those a report closed since they were read.
+
+    Filtered on the placement table alone, so PostgreSQL re-checks `exited_at IS NULL` on a
+    row that a concurrent report has just closed. An UPDATE filtered through a join (Django
+    writes `WHERE id IN (SELECT ... JOIN ...)`) re-checks only the id, and overwrote the exit
+    the report had dated with this later `now`: the soak saw a GPU's next job start before
+    the exit that freed it."""
+    return Placement.objects.filter(pk__in=placement_ids, exited_at__isnull=True).update(
+        exited_at=now
+    )
 
 
 def wake_held_retries(env_id: int, job_ids) -> None:
