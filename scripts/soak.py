@@ -37,6 +37,7 @@ import time
 import urllib.error
 import urllib.request
 from collections import Counter
+from datetime import UTC, datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -404,7 +405,9 @@ def gpu_overlaps() -> list[str]:
             by_gpu.setdefault((host, gpu), []).append((started, exited, job))
     overlaps = []
     for (host, gpu), spans in by_gpu.items():
-        spans.sort(key=lambda span: span[0])
+        # By start, then end: a rank closed the instant it started (a zero-length span)
+        # shares that instant with the next one's start without overlapping it.
+        spans.sort(key=lambda span: (span[0], span[1] or datetime.max.replace(tzinfo=UTC)))
         for (_, end_a, job_a), (start_b, _, job_b) in zip(spans, spans[1:], strict=False):
             if end_a is None or end_a > start_b:
                 overlaps.append(f"{host} GPU {gpu}: job {job_a} and job {job_b}")

@@ -62,7 +62,8 @@ class HeartbeatSerializer(serializers.Serializer):
         child=serializers.IntegerField(min_value=1),
         required=False,
         max_length=4096,
-        help_text="placements the agent runs now; others of ended attempts are closed",
+        help_text="placements the agent runs now or still has reports to send about; the "
+        "server closes the others of ended attempts",
     )
     wait = serializers.FloatField(
         required=False,

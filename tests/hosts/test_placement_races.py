@@ -17,6 +17,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from quotaportal.hosts import services as host_services
+from quotaportal.hosts.agent.agent import Agent
 from quotaportal.hosts.models import Placement
 from quotaportal.quotas import services
 from quotaportal.quotas.models import Job
@@ -88,3 +89,48 @@ def test_a_heartbeat_never_overwrites_the_exit_a_concurrent_report_dated(preempt
     report.join(10)
     beat.join(10)
     assert Placement.objects.get(pk=placement).exited_at == reported_exit
+
+
+def test_a_start_reported_after_its_rank_was_closed_is_dated_within_its_span(preempted_rank):
+    """A start that arrives once the rank is closed (its host re-registered, say) ran no
+    later than that close; its own close is no bound on it."""
+    token, placement = preempted_rank
+    Placement.objects.filter(pk=placement).update(started_at=None)
+    host_services.heartbeat(token, "gpu-1", running=[])  # the agent is done with it: closed
+    closed = Placement.objects.get(pk=placement).exited_at
+    host_services.report_many(token, "gpu-1", [{"placement": placement, "event": "started"}])
+    assert Placement.objects.get(pk=placement).started_at == closed, "not after its close"
+
+    Placement.objects.filter(pk=placement).update(started_at=None)
+    age = (timezone.now() - closed).total_seconds() + 0.5  # seen before the close
+    host_services.report_many(
+        token, "gpu-1", [{"placement": placement, "event": "started", "age": age}]
+    )
+    rank = Placement.objects.select_related("attempt").get(pk=placement)
+    assert rank.attempt.started_at <= rank.started_at < closed, "dated by its age alone"
+
+
+class SlowServer:
+    """An agent client whose report requests wait until the test lets them through."""
+
+    def __init__(self):
+        self.through = threading.Event()
+
+    def reports(self, name, batch):
+        self.through.wait(10)
+        return {"results": [{"ok": True} for _ in batch]}
+
+
+def test_a_heartbeat_counts_a_rank_whose_exit_report_is_on_its_way(tmp_path):
+    """Else the server would close the rank at the heartbeat's arrival, after its real exit,
+    and the next job on its GPUs would look as if it started before that."""
+    server = SlowServer()
+    agent = Agent(
+        client=server, name="gpu-1", capacity_unit="gpu1", gpus=[0], work_dir=tmp_path, address=""
+    )
+    agent.send(7, "exited", 0)
+    assert agent.not_done() == [7], "its exit report has not been answered yet"
+    server.through.set()
+    assert agent.reporter.drain(timeout=10)
+    assert agent.not_done() == []
+    agent.reporter.close()

@@ -164,7 +164,7 @@ class Agent:
                         if not registered:
                             self.register()
                             registered = True
-                        poller.ask(sorted(self.running), self.long_poll_wait(), self.version)
+                        poller.ask(self.not_done(), self.long_poll_wait(), self.version)
                     except (Unreachable, AgentError) as err:
                         backoff, registered = self.refused(err, backoff, registered)
                         next_poll = time.monotonic() + backoff
@@ -205,6 +205,13 @@ class Agent:
             self.desired = merged(self.desired, answer["placements"], horizon, self.heard_up_to)
             self.heard_up_to = max(self.heard_up_to, horizon)
         self.reconcile(self.desired)
+
+    def not_done(self) -> list[int]:
+        """What a heartbeat says this agent runs: its running ranks and those whose reports
+        are still on their way. The server closes the other ranks of ended attempts (one
+        preempted before it started gets no report), so a rank whose exit report is queued
+        here is dated by that report, not at the heartbeat's later arrival."""
+        return sorted(self.running.keys() | self.reporter.unanswered())
 
     def exit_fds(self) -> list[int]:
         """The pidfds of the jobs still running: the loop wakes the moment one exits."""

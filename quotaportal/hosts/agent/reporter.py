@@ -44,6 +44,12 @@ class Reporter:
             self._pending.append((time.monotonic(), report))
             self._changed.notify_all()
 
+    def unanswered(self) -> set[int]:
+        """The placements with reports not yet answered by the server (queued or on their
+        way): a heartbeat must not have the server close one before its exit is dated."""
+        with self._changed:
+            return {report["placement"] for _, report in self._pending}
+
     def drain(self, timeout: float) -> bool:
         """Wait until every report has been sent (or dropped); False if time ran out."""
         with self._changed:

@@ -173,9 +173,10 @@ def heartbeat(
     """What should run on the host, its version, and the lease: how long the agent may go
     unheard.
 
-    `running` lists the placements the agent runs now. A rank whose attempt ended before the
-    agent ever started it (preempted or terminated at once) gets no exit report; the agent's
-    word that it does not run it closes it, so it never holds back its job's retry.
+    `running` lists the placements the agent runs now or still has reports to send about. A
+    rank whose attempt ended before the agent ever started it (preempted or terminated at
+    once) gets no exit report; the agent's word that it is done with it closes it, so it
+    never holds back its job's retry.
 
     Long-poll: with `wait` seconds and the `known` version of its last answer, the answer
     comes as soon as what should run differs from that version (woken by the tick or the

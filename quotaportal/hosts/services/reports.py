@@ -105,14 +105,15 @@ def seen_at(received: datetime, fields: dict, *earliest: datetime | None) -> dat
 
 
 def gpus_freed_at(host: GpuHost, placements) -> dict[int, datetime]:
-    """GPU index -> when an exit last freed it, for the exits since these placements'
-    dispatch. A rank placed on GPUs a preempted rank still held starts once that one has
-    exited, so its start is dated no earlier, whichever report arrived first."""
+    """GPU index -> when an exit of another placement last freed it, for the exits since
+    these placements' dispatch. A rank placed on GPUs a preempted rank still held starts once
+    that one has exited, so its start is dated no earlier, whichever report arrived first."""
     since = min(p.attempt.started_at for p in placements)
     freed: dict[int, datetime] = {}
-    for gpus, exited in Placement.objects.filter(host=host, exited_at__gte=since).values_list(
-        "gpu_indices", "exited_at"
-    ):
+    others = Placement.objects.filter(host=host, exited_at__gte=since).exclude(
+        pk__in=[p.pk for p in placements]
+    )
+    for gpus, exited in others.values_list("gpu_indices", "exited_at"):
         for gpu in gpus:
             freed[gpu] = max(freed.get(gpu, exited), exited)
     return freed
@@ -175,12 +176,14 @@ def _dated(host: GpuHost, found: dict[int, Placement], reports: list[dict], rece
         placement = found[fields["placement"]]
         event = fields["event"]
         if event == "started" and placement.started_at is None and placement.id not in starts:
-            starts[placement.id] = seen_at(
+            at = seen_at(
                 received,
                 fields,
                 placement.attempt.started_at,
                 *(freed.get(gpu) for gpu in placement.gpu_indices),
             )
+            # Closed already (its host re-registered meanwhile): it ran no later than that.
+            starts[placement.id] = min(at, placement.exited_at or at)
         elif event == "exited" and placement.exited_at is None and placement.id not in exits:
             start = starts.get(placement.id, placement.started_at)
             at = seen_at(received, fields, start, placement.attempt.started_at)
