@@ -9,7 +9,7 @@ import time
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Exists, Max, OuterRef, Prefetch
+from django.db.models import Exists, Max, OuterRef
 from django.utils import timezone
 
 from quotaportal.hosts.models import AgentToken, GpuHost, HostState, Placement
@@ -119,7 +119,7 @@ def desired_placements(host: GpuHost) -> list[dict]:
         exit_code__isnull=True,
         exited_at__isnull=True,
     ).exclude(host__state=HostState.LOST)
-    placements = (
+    rows = list(
         Placement.objects.filter(
             host=host,
             attempt__stopped_at__isnull=True,
@@ -128,35 +128,53 @@ def desired_placements(host: GpuHost) -> list[dict]:
             exited_at__isnull=True,
         )
         .annotate(hold=Exists(earlier_still_running))
-        .select_related("attempt__job__job_queue")
-        .prefetch_related(
-            # Heartbeats come every second from every host: fetch each job's ranks in one query.
-            Prefetch(
-                "attempt__placements",
-                queryset=Placement.objects.select_related("host").order_by("rank"),
-            )
+        .order_by("attempt_id", "rank")
+        # Every heartbeat and every report answer reads this: only the columns it sends.
+        .values_list(
+            "id",
+            "attempt_id",
+            "attempt__job_id",
+            "attempt__number",
+            "rank",
+            "gpu_indices",
+            "attempt__job__command",
+            "attempt__job__job_queue__preemption_grace_seconds",
+            "hold",
         )
     )
+    worlds = _worlds({row[1] for row in rows})
     result = []
-    for p in placements:
-        job = p.attempt.job
-        world = list(p.attempt.placements.all())
-        master = world[0].host
+    for placement, attempt, job, number, rank, gpus, command, grace, hold in rows:
+        master, size = worlds[attempt]
         result.append(
             {
-                "placement": p.id,
-                "job_id": str(job.id),
-                "attempt": p.attempt.number,
-                "rank": p.rank,
-                "world_size": len(world),
-                "master_addr": master.address or master.name,
-                "gpu_indices": p.gpu_indices,
-                "command": job.command or "true",
-                "grace_seconds": job.job_queue.preemption_grace_seconds,
-                "hold": p.hold,
+                "placement": placement,
+                "job_id": str(job),
+                "attempt": number,
+                "rank": rank,
+                "world_size": size,
+                "master_addr": master,
+                "gpu_indices": gpus,
+                "command": command or "true",
+                "grace_seconds": grace,
+                "hold": hold,
             }
         )
     return result
+
+
+def _worlds(attempt_ids: set[int]) -> dict[int, tuple[str, int]]:
+    """Attempt id -> the address of its rank 0's host and how many ranks it has."""
+    worlds: dict[int, tuple[str, int]] = {}
+    ranks = (
+        Placement.objects.filter(attempt_id__in=attempt_ids)
+        .order_by("attempt_id", "rank")
+        .values_list("attempt_id", "host__address", "host__name")
+    )
+    for attempt, address, name in ranks:
+        master, size = worlds.get(attempt, (address or name, 0))
+        worlds[attempt] = (master, size + 1)
+    return worlds
 
 
 MAX_WAIT_SECONDS = 20.0

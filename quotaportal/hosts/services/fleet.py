@@ -158,17 +158,14 @@ def place_started_jobs(env: ServiceEnvironment, job_ids: list[str], now) -> list
         taken[host_id].update(slots)
     # Only the columns placing needs, and the writes in bulk: this runs inside every tick
     # that starts work, so its cost is paid per freed GPU.
-    jobs = Job.objects.filter(id__in=job_ids).values_list("id", "quantity", "capacity_unit_id")
-    attempts = dict(
-        JobAttempt.objects.filter(job_id__in=job_ids, stopped_at__isnull=True).values_list(
-            "job_id", "id"
-        )
+    jobs = JobAttempt.objects.filter(job_id__in=job_ids, stopped_at__isnull=True).values_list(
+        "job_id", "id", "job__quantity", "job__capacity_unit_id"
     )
     order = {job_id: index for index, job_id in enumerate(job_ids)}
     by_name = {h.name: h for h in hosts.values()}
     unplaced, placements = [], []
     first_hosts: dict[int, list[int]] = defaultdict(list)  # host id -> attempts it leads
-    for job_id, quantity, unit_id in sorted(jobs, key=lambda j: order[str(j[0])]):
+    for job_id, attempt, quantity, unit_id in sorted(jobs, key=lambda j: order[str(j[0])]):
         free_slots = {
             h.name: [s for s in range(h.slots) if s not in taken[h.id]]
             for h in hosts.values()
@@ -189,14 +186,14 @@ def place_started_jobs(env: ServiceEnvironment, job_ids: list[str], now) -> list
             ]
             placements.append(
                 Placement(
-                    attempt_id=attempts[job_id],
+                    attempt_id=attempt,
                     host=host,
                     rank=rank,
                     slot_numbers=slots,
                     gpu_indices=gpus,
                 )
             )
-        first_hosts[by_name[chosen[0][0]].id].append(attempts[job_id])
+        first_hosts[by_name[chosen[0][0]].id].append(attempt)
     Placement.objects.bulk_create(placements)
     for host_id, attempt_ids in first_hosts.items():
         JobAttempt.objects.filter(pk__in=attempt_ids).update(host_id=host_id)
