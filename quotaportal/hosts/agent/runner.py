@@ -196,13 +196,17 @@ def process_start_ticks(pid: int) -> int | None:
 
 def group_alive(pgid: int) -> bool:
     """Does any live (non-zombie) process remain in the process group?"""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False  # nothing, not even a zombie: the usual answer, without reading /proc
+    except PermissionError:
+        pass  # a process of another user is in it: it exists
     proc = Path("/proc")
     if not proc.is_dir():
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return False
         return True
+    # Something is in the group: read every process's state, since a zombie counts for
+    # killpg but holds no GPU.
     for entry in proc.iterdir():
         if not entry.name.isdigit():
             continue
