@@ -342,3 +342,31 @@ def test_a_batch_whose_tick_places_work_on_another_host_wakes_the_heartbeats(one
     host_services.report_many(token, "gpu-1", exit_of(placement))
     assert Placement.objects.get(attempt__job=second).host.name == "gpu-2"
     assert wakeups.generation(env_id) > before, "gpu-2's agent must hear of it at once"
+
+
+def test_a_batch_and_the_tick_it_brings_make_a_fixed_number_of_queries(
+    one_slot, django_assert_max_num_queries
+):
+    """Every freed GPU pays for this: the reports apply in bulk, the tick plans only."""
+    token, queue, placement, second, _ = one_slot
+    with django_assert_max_num_queries(BATCH_QUERIES):
+        batch = host_services.report_many(token, "gpu-1", exit_of(placement))
+    assert [p["job_id"] for p in batch.work["placements"]] == [str(second.pk)]
+
+
+BATCH_QUERIES = 45
+
+
+def test_a_batchs_tick_leaves_time_driven_state_to_the_workers_ticks(one_slot, people):
+    """It plans what the reports changed; a silent host is the beat's tick's to find."""
+    token, queue, placement, _, _ = one_slot
+    other = host_services.token_for(
+        host_services.create_agent_token(people.admin, queue.service_environment, "gpu-2")
+    )
+    host_services.register_host(other, name="gpu-2", capacity_unit="gpu1", gpus=[0])
+    long_ago = timezone.now() - timedelta(hours=1)
+    GpuHost.objects.filter(name="gpu-2").update(last_heartbeat=long_ago)
+    host_services.report_many(token, "gpu-1", exit_of(placement))
+    assert GpuHost.objects.get(name="gpu-2").state == "READY"
+    services.run_tick(queue.pk)
+    assert GpuHost.objects.get(name="gpu-2").state == "LOST"

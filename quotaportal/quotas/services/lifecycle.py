@@ -125,7 +125,9 @@ def succeed_in_bulk(
     `in_tick`: called by the tick itself, which plans the change next, so none is asked for.
     `announce` False: nothing is left to stop (the reporting agent ran the jobs' last ranks).
     """
-    with transaction.atomic():
+    # No savepoint inside a caller's transaction (a batch of reports, a tick): a failure
+    # here fails the caller anyway, and the two statements of a savepoint are saved.
+    with transaction.atomic(savepoint=False):
         rows = list(
             Job.objects.select_for_update()
             .filter(pk__in=job_ids, status__in=DISPATCHED)

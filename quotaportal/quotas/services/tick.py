@@ -85,7 +85,9 @@ def run_environment_tick(
     With `wait` (an immediate tick, asked for by a change) it waits for a tick in progress to
     finish instead of skipping, so the change is always planned at once. `holding_lock`: the
     caller's transaction holds the environment's tick lock already, in a savepoint of its own
-    (tick_inline).
+    (tick_inline); such a tick plans the caller's changes only, and leaves time-driven state
+    (lost hosts, attempt and RUNNABLE time limits, simulated runs) to the workers' ticks,
+    which come every QP_TICK_SECONDS anyway.
     """
     runs = {}
     with transaction.atomic(savepoint=not holding_lock):
@@ -115,7 +117,7 @@ def run_environment_tick(
         )
         fit_units = {unit for _, unit in ended}
         for queue in queues:
-            runs[queue.id] = _tick_queue(queue, now, fit_units)
+            runs[queue.id] = _tick_queue(queue, now, fit_units, advance=not holding_lock)
         # Fitted once (unless a queue's plan failed: the next tick tries again); later drops
         # below usage, such as a lost host, drain instead of preempting.
         if not any(run.error for run in runs.values()):
@@ -156,11 +158,13 @@ def tickable_queue_ids() -> list[int]:
     return list(JobQueue.objects.filter(_tickable()).values_list("id", flat=True))
 
 
-def _tick_queue(queue: JobQueue, now, fit_units: set[str] = frozenset()) -> SchedulerRun:
+def _tick_queue(
+    queue: JobQueue, now, fit_units: set[str] = frozenset(), *, advance: bool = True
+) -> SchedulerRun:
     started = time.perf_counter()
     try:
         with transaction.atomic():
-            outcome = _tick_locked(queue, now, fit_units)
+            outcome = _tick_locked(queue, now, fit_units, advance)
     except InvariantViolation as err:
         log.error("tick of queue %s produced an invalid plan, nothing applied: %s", queue.id, err)
         return _recorded(
@@ -216,14 +220,15 @@ class _Outcome:
     preempted: int = 0
 
 
-def _tick_locked(queue: JobQueue, now, fit_units: set[str]) -> _Outcome:
-    """Plan and apply (replanned False when nothing changed since the last plan)."""
+def _tick_locked(queue: JobQueue, now, fit_units: set[str], advance: bool = True) -> _Outcome:
+    """Plan and apply (replanned False when nothing changed since the last plan); first, with
+    `advance`, move time-driven state on."""
     backend = backend_for(queue.service_environment)
-    calls = backend.advance(queue, now) or 0
+    calls = (backend.advance(queue, now) or 0) if advance else 0
     if backend.schedules_itself:
         # AWS Batch dispatches, preempts and times out these jobs; the plan only explains.
         fit_units = frozenset()
-    else:
+    elif advance:
         enforce_attempt_timeouts(queue.id, now)
         enforce_runnable_time_limits(queue, now)
     version = JobQueue.objects.values_list("state_version", flat=True).get(pk=queue.id)
