@@ -26,8 +26,8 @@ from datetime import timedelta
 from functools import partial
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
-from django.db.models import F, Q
+from django.db import connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from quotaportal.quotas import bridge
@@ -195,21 +195,19 @@ def bucket_of(seconds: float) -> str:
     return next((b for b in TICK_BUCKETS if seconds <= float(b)), "+Inf")
 
 
+# One statement whether or not the bucket's row exists yet (PostgreSQL, and SQLite 3.24+).
+_STATS = TickStat._meta.db_table
+COUNT_TICK_SQL = f"""
+    INSERT INTO {_STATS} (job_queue_id, bucket, count, seconds) VALUES (%s, %s, 1, %s)
+    ON CONFLICT (job_queue_id, bucket) DO UPDATE
+    SET count = {_STATS}.count + 1, seconds = {_STATS}.seconds + excluded.seconds
+"""
+
+
 def count_tick(queue_id: int, bucket: str, seconds: float) -> None:
     """Add one tick to the queue's cumulative counters (for /metrics)."""
-    updated = TickStat.objects.filter(job_queue_id=queue_id, bucket=bucket).update(
-        count=F("count") + 1, seconds=F("seconds") + seconds
-    )
-    if not updated:
-        try:
-            with transaction.atomic():
-                TickStat.objects.create(
-                    job_queue_id=queue_id, bucket=bucket, count=1, seconds=seconds
-                )
-        except IntegrityError:  # a concurrent first tick of this bucket made the row
-            TickStat.objects.filter(job_queue_id=queue_id, bucket=bucket).update(
-                count=F("count") + 1, seconds=F("seconds") + seconds
-            )
+    with connection.cursor() as cursor:
+        cursor.execute(COUNT_TICK_SQL, [queue_id, bucket, seconds])
 
 
 @dataclass
