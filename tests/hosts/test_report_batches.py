@@ -147,11 +147,16 @@ def spec(placement):
     return {"placement": placement, "job_id": f"job-{placement}", "gpu_indices": [0], "hold": False}
 
 
-@pytest.fixture
-def agent(tmp_path):
-    return Recording(
+def quiet(agent_class, tmp_path):
+    """An agent of `agent_class` that talks to no server: its answers are handed to it."""
+    return agent_class(
         client=None, name="gpu-1", capacity_unit="gpu1", gpus=[0, 1], work_dir=tmp_path, address=""
     )
+
+
+@pytest.fixture
+def agent(tmp_path):
+    return quiet(Recording, tmp_path)
 
 
 def test_an_older_answer_arriving_late_does_not_drop_work_a_newer_one_brought(agent):
@@ -287,9 +292,7 @@ def held(placement):
 
 @pytest.fixture
 def starting(tmp_path):
-    return Starting(
-        client=None, name="gpu-1", capacity_unit="gpu1", gpus=[0, 1], work_dir=tmp_path, address=""
-    )
+    return quiet(Starting, tmp_path)
 
 
 def test_a_held_retry_starts_once_a_later_answer_frees_it(starting):
