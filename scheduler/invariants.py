@@ -12,7 +12,19 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 
 from scheduler.ledger import Ledger
-from scheduler.model import Dispatch, Job, Plan, Preemption, PreemptionKind, Share, Snapshot
+from scheduler.model import (
+    Dispatch,
+    Job,
+    Plan,
+    Preemption,
+    PreemptionKind,
+    Share,
+    Snapshot,
+    job_field,
+    runnable_and_dispatched,
+)
+
+_id = job_field("id")
 
 
 class InvariantViolation(AssertionError):
@@ -39,12 +51,11 @@ def plan_violations(
 class _Replay:
     def __init__(self, snapshot: Snapshot):
         self.shares = {s.name: s for s in snapshot.shares}
-        self.jobs = {j.id: j for j in snapshot.jobs}
-        self.dispatched = {j.id for j in snapshot.jobs if j.dispatched}
-        self.runnable = {j.id for j in snapshot.jobs if not j.dispatched}
-        self.ledger = Ledger(
-            snapshot.capacity, self.shares, [j for j in snapshot.jobs if j.dispatched]
-        )
+        self.jobs = dict(zip(map(_id, snapshot.jobs), snapshot.jobs, strict=True))
+        runnable, dispatched = runnable_and_dispatched(snapshot.jobs)
+        self.dispatched = set(map(_id, dispatched))
+        self.runnable = set(map(_id, runnable))
+        self.ledger = Ledger(snapshot.capacity, self.shares, dispatched)
         self.fit_to = dict(snapshot.fit_to)
         self.violations: list[str] = []
 

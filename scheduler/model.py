@@ -6,9 +6,12 @@ fed by the database bridge, the scenario runner, the benchmarks and property tes
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import partial
+from itertools import compress
+from operator import is_, itemgetter, not_
 from typing import NamedTuple
 
 
@@ -106,6 +109,22 @@ class Job(NamedTuple):
     @property
     def dispatched(self) -> bool:
         return self.dispatched_at is not None
+
+
+def job_field(name: str) -> itemgetter:
+    """A getter of one Job field by its tuple index: C speed in loops over every job."""
+    return itemgetter(Job._fields.index(name))
+
+
+_dispatched_at = job_field("dispatched_at")
+_waits = partial(is_, None)
+
+
+def runnable_and_dispatched(jobs: Sequence[Job]) -> tuple[list[Job], list[Job]]:
+    """The jobs split by whether they are dispatched, each in input order. A tick splits
+    100k jobs several times; comprehensions calling a property cost a tenth of a second."""
+    waiting = list(map(_waits, map(_dispatched_at, jobs)))
+    return list(compress(jobs, waiting)), list(compress(jobs, map(not_, waiting)))
 
 
 @dataclass(frozen=True, slots=True)

@@ -54,6 +54,11 @@ class VictimPool:
 
     def discard(self, job: Job) -> None:
         self._gone.add(job.id)
+        # Out of its share's list too, so later searches do not walk past it again (a tick
+        # that preempts hundreds would otherwise re-skip every earlier victim each time).
+        grouped = self._by_share.get(job.unit)
+        if grouped is not None and job in (jobs := grouped.get(job.share, ())):
+            jobs.remove(job)
 
     def reclaimable(
         self, ledger: Ledger, share: Share, unit: str, shortfall: int

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 from itertools import compress
-from operator import is_, itemgetter
+from operator import is_
 
 from django.db import connection
 from django.db.models import Count, Min, Q, Sum
@@ -22,6 +22,7 @@ from django.utils import timezone
 from quotaportal.quotas.backends import backend_for
 from quotaportal.quotas.models import (
     DISPATCHED,
+    CapacityUnit,
     EnvironmentCapacity,
     Event,
     EventKind,
@@ -210,13 +211,16 @@ class Loaded:
     share_ranks: dict[str, int | None]
 
 
-def share_limits(queue: JobQueue) -> dict[int, dict[str, int]]:
-    """Every share's capacity limits in the queue, in one query: share id -> unit -> count."""
+def share_limits(queue: JobQueue, unit_names: dict[int, str] | None = None) -> dict:
+    """Every share's capacity limits in the queue, in one query: share id -> unit -> count.
+    The names of the units seen are added to `unit_names` (unit id -> name) when given."""
     limits: dict[int, dict[str, int]] = defaultdict(dict)
-    for share_id, unit, count in ShareCapacityLimit.objects.filter(
+    for share_id, unit_id, unit, count in ShareCapacityLimit.objects.filter(
         share__job_queue=queue
-    ).values_list("share_id", "capacity_unit__name", "max_capacity"):
+    ).values_list("share_id", "capacity_unit_id", "capacity_unit__name", "max_capacity"):
         limits[share_id][unit] = count
+        if unit_names is not None:
+            unit_names[unit_id] = unit
     return limits
 
 
@@ -224,9 +228,11 @@ def load_snapshot(
     queue: JobQueue, now: datetime | None = None, fit_units: set[str] = frozenset()
 ) -> Loaded:
     share_rows = list(QuotaShare.objects.filter(job_queue=queue).order_by("name"))
-    limits = share_limits(queue)
+    units = _UnitNames()
+    limits = share_limits(queue, units)
     shares = tuple(share_of(s, limits[s.id]) for s in share_rows)
-    jobs, pending = _active_jobs(queue.id)
+    names = _Names({s.id: s.name for s in share_rows}, units)
+    jobs, pending = _active_jobs(queue.id, names)
     snapshot = Snapshot(
         capacity_of(queue, now),
         shares,
@@ -242,21 +248,39 @@ def load_snapshot(
     )
 
 
+@dataclass(frozen=True)
+class _Names:
+    """Share and unit names by id: the active jobs are read without joining their tables."""
+
+    shares: dict[int, str]
+    units: dict[int, str]
+
+
+class _UnitNames(dict):
+    """Unit id -> name, as the share limits name them; a unit no share has a limit for (its
+    jobs wait with NO_CAPACITY_LIMIT_FOR_UNIT) costs one query for every unit."""
+
+    def __missing__(self, unit_id: int) -> str:
+        self.update(CapacityUnit.objects.values_list("id", "name"))
+        return self[unit_id]
+
+
+# Ids, not names: joining the shares costs more than the rest of the read when PostgreSQL
+# misjudges the row count (a nested loop of 100k index lookups); names are mapped in Python.
 ACTIVE_JOBS_SQL = """
-    SELECT j.id::text, s.name, u.name, j.quantity, j.scheduling_priority,
+    SELECT j.id::text, j.quota_share_id, j.capacity_unit_id, j.quantity, j.scheduling_priority,
            EXTRACT(EPOCH FROM j.created_at)::float8,
            CASE WHEN j.status = 'RUNNABLE' THEN NULL
                 ELSE EXTRACT(EPOCH FROM j.scheduled_at)::float8 END,
            j.pending_reason
     FROM quotas_job j
-    JOIN quotas_quotashare s ON s.id = j.quota_share_id
-    JOIN quotas_capacityunit u ON u.id = j.capacity_unit_id
-    WHERE j.job_queue_id = %s AND j.status IN ('RUNNABLE', 'SCHEDULED', 'STARTING', 'RUNNING')
+    WHERE j.job_queue_id = %s AND j.quota_share_id IS NOT NULL
+      AND j.status IN ('RUNNABLE', 'SCHEDULED', 'STARTING', 'RUNNING')
 """
 
 
 def _active_rows(queue_id: int) -> list[tuple]:
-    """(id, share name, unit name, quantity, priority, created, dispatched or None, pending...)."""
+    """(id, share id, unit id, quantity, priority, created, dispatched or None, pending reason)."""
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute(ACTIVE_JOBS_SQL, [queue_id])
@@ -267,8 +291,8 @@ def _active_rows(queue_id: int) -> list[tuple]:
         status__in=(JobStatus.RUNNABLE, *DISPATCHED),
     ).values_list(
         "id",
-        "quota_share__name",
-        "capacity_unit__name",
+        "quota_share_id",
+        "capacity_unit_id",
         "quantity",
         "scheduling_priority",
         "created_at",
@@ -291,17 +315,23 @@ def _active_rows(queue_id: int) -> list[tuple]:
     ]
 
 
-_job_fields = itemgetter(0, 1, 2, 3, 4, 5, 6)
-_pending_reason = itemgetter(7)
+_make_job = partial(tuple.__new__, PlannedJob)
 _is_runnable = partial(is_, None)
 
 
-def _active_jobs(queue_id: int) -> tuple[list[PlannedJob], dict]:
+def _active_jobs(queue_id: int, names: _Names) -> tuple[list[PlannedJob], dict]:
     """Build the scheduler's jobs straight from rows at C speed (the hot part of a tick)."""
     rows = _active_rows(queue_id)
-    jobs = list(map(partial(tuple.__new__, PlannedJob), map(_job_fields, rows)))
-    runnable = list(compress(rows, map(_is_runnable, map(itemgetter(6), rows))))
-    pending = dict(zip(map(itemgetter(0), runnable), map(_pending_reason, runnable), strict=True))
+    if not rows:
+        return [], {}
+    ids, share_ids, unit_ids, quantities, priorities, created, dispatched, reasons = zip(
+        *rows, strict=True
+    )
+    shares = map(names.shares.__getitem__, share_ids)
+    units = map(names.units.__getitem__, unit_ids)
+    fields = zip(ids, shares, units, quantities, priorities, created, dispatched, strict=True)
+    jobs = list(map(_make_job, fields))
+    pending = dict(compress(zip(ids, reasons, strict=True), map(_is_runnable, dispatched)))
     return jobs, pending
 
 

@@ -53,6 +53,16 @@ def test_capacity_changes_are_noticed_without_a_service_call(people, fleet):
     assert Job.objects.get(pk=job.pk).status == "SCHEDULED"
 
 
+def test_a_job_whose_unit_no_share_limits_any_more_waits_with_that_reason(people, fleet):
+    job = submit(people.alice, fleet)
+    services.create_capacity_unit(people.admin, name="h100")
+    for share in (fleet.vision, fleet.nlp):  # limits moved to another unit after the submit
+        services.update_share(people.admin, share, capacity_limits={"h100": 2})
+    run = services.run_tick(fleet.queue.id)
+    assert (run.dispatched, run.error) == (0, "")
+    assert Job.objects.get(pk=job.pk).pending_reason == "NO_CAPACITY_LIMIT_FOR_UNIT"
+
+
 @pytest.mark.django_db(transaction=True)
 def test_a_tick_is_skipped_while_another_holds_the_queue_lock(people, fleet):
     held, release = threading.Event(), threading.Event()
@@ -81,7 +91,7 @@ def test_a_tick_is_skipped_while_another_holds_the_queue_lock(people, fleet):
 def test_an_invalid_plan_is_not_applied_and_is_recorded(people, fleet, monkeypatch):
     jobs = [submit(people.alice, fleet, name=f"v{i}", quantity=4) for i in range(2)]
 
-    def overbook(snapshot, now):
+    def overbook(snapshot, now, **options):
         return Plan(now, tuple(Dispatch(str(j.pk)) for j in jobs), {})
 
     monkeypatch.setattr("quotaportal.quotas.services.tick.plan_tick", overbook)

@@ -155,3 +155,19 @@ def test_queue_positions_follow_from_share_ranks_and_counts(snapshot):
     for job_id, pending in plan.pending.items():
         expected = numbering.position(rank[share_of[job_id]], pending.position_in_share)
         assert pending.position_in_queue == expected
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(snapshots())
+def test_a_plan_without_positions_decides_and_explains_the_same(snapshot):
+    numbered = plan_tick(snapshot, 100.0)
+    unnumbered = plan_tick(snapshot, 100.0, positions=False)
+    assert unnumbered.dispatches == numbered.dispatches
+    assert unnumbered.evictions == numbered.evictions
+    assert unnumbered.share_ranking == numbered.share_ranking
+    assert {job_id: p.reason for job_id, p in unnumbered.pending.items()} == {
+        job_id: p.reason for job_id, p in numbered.pending.items()
+    }
+    assert {(p.position_in_share, p.position_in_queue) for p in unnumbered.pending.values()} <= {
+        (0, 0)
+    }

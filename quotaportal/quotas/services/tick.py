@@ -235,7 +235,7 @@ def _tick_locked(queue: JobQueue, now, fit_units: set[str], advance: bool = True
         _tick_at_next_change(queue, backend, now)
         return _Outcome(replanned=False, calls=calls)
     loaded = bridge.load_snapshot(queue, now, fit_units)
-    plan = plan_tick(loaded.snapshot, now.timestamp())
+    plan = plan_tick(loaded.snapshot, now.timestamp(), positions=False)
     check_plan(loaded.snapshot, plan, positions=False)
     if backend.schedules_itself:
         bridge.write_pending(loaded, plan)
