@@ -120,7 +120,8 @@ _UNNUMBERED = {reason: Pending(reason, 0, 0) for reason in _R}
 def _unnumbered(ranked: list[tuple[list, list]]) -> dict[str, Pending]:
     pending: dict[str, Pending] = {}
     for entries, reasons in ranked:
-        pending.update(zip(map(_job_id, entries), map(_UNNUMBERED.__getitem__, reasons)))
+        unnumbered = map(_UNNUMBERED.__getitem__, reasons)
+        pending.update(zip(map(_job_id, entries), unnumbered, strict=True))
     return pending
 
 

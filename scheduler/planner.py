@@ -60,9 +60,13 @@ def _group_runnable(runnable: list[Job], shares: dict[str, Share]) -> dict[str, 
     grouped: dict[str, list] = defaultdict(list)
     # (-priority, created_at, id, job), built at C speed: this runs for every RUNNABLE job.
     entries = zip(
-        map(neg, map(_priority, runnable)), map(_created, runnable), map(_id, runnable), runnable
+        map(neg, map(_priority, runnable)),
+        map(_created, runnable),
+        map(_id, runnable),
+        runnable,
+        strict=True,
     )
-    for share, entry in zip(map(_share, runnable), entries):
+    for share, entry in zip(map(_share, runnable), entries, strict=True):
         grouped[share].append(entry)
     unknown = sorted(set(grouped) - set(shares))
     if unknown:
