@@ -48,9 +48,13 @@ class Job(models.Model):
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     name = models.CharField(max_length=128)
-    job_queue = models.ForeignKey(JobQueue, on_delete=models.PROTECT, related_name="jobs")
+    # No single-column indexes on these two: (job_queue, status) and (quota_share, status)
+    # below serve those lookups too, and every job write would maintain them for nothing.
+    job_queue = models.ForeignKey(
+        JobQueue, on_delete=models.PROTECT, related_name="jobs", db_index=False
+    )
     quota_share = models.ForeignKey(
-        QuotaShare, on_delete=models.SET_NULL, null=True, related_name="jobs"
+        QuotaShare, on_delete=models.SET_NULL, null=True, related_name="jobs", db_index=False
     )
     share_name = models.CharField(max_length=128)  # kept when the share is deleted
     submitted_by = models.ForeignKey(
