@@ -131,6 +131,7 @@ class Agent:
         self.desired: list[dict] = []  # what the server last said should run here
         self.heard_up_to = 0  # the newest placement an answer has covered
         self.last_contact = time.monotonic()
+        self.state_changed = False  # jobs started or ended since the state file was written
         # Shims hold the read end; only this process holds the write end. Both are kept out
         # of jobs (close_fds), so the read end sees EOF exactly when this process is gone.
         self.lifeline_read, self._lifeline_write = os.pipe()
@@ -190,6 +191,7 @@ class Agent:
                 if self.reap():
                     # GPUs a stopped job held are free: a placement waiting for them starts.
                     self.reconcile(self.desired)
+                self.save_state_if_changed()
         finally:
             poller.close()
             self.shutdown()
@@ -292,7 +294,7 @@ class Agent:
             self.send(placement, "exited", None, "", str(err))
             return
         self.running[placement] = job
-        self.save_state()
+        self.state_changed = True
         log.info(
             "started job %s rank %s on GPUs %s", spec["job_id"], spec["rank"], spec["gpu_indices"]
         )
@@ -310,7 +312,7 @@ class Agent:
             job.release()
             del self.running[placement]
             self.finished.add(placement)
-            self.save_state()
+            self.state_changed = True
             log.info("job %s rank %s exited with %s", job.spec["job_id"], job.spec["rank"], code)
             reason = LEASE_LOST if job.lease_lost else ""
             self.send(placement, "exited", code, job.output_tail(), reason)
@@ -360,6 +362,7 @@ class Agent:
             for job in self.running.values():
                 job.enforce_deadline()
             time.sleep(0.1)
+        self.save_state_if_changed()
 
     # -- the state file: what a restarted agent must stop first --------------------------
 
@@ -367,7 +370,15 @@ class Agent:
     def state_path(self) -> Path:
         return self.work_dir / STATE_FILE
 
+    def save_state_if_changed(self) -> None:
+        """Once per turn of the loop, not per start or exit: a rename is a journalled
+        metadata write (about 2 ms on a busy host), and an answer starts several jobs at once.
+        A job not yet in the file when the agent dies is stopped by its shim's lifeline."""
+        if self.state_changed:
+            self.save_state()
+
     def save_state(self) -> None:
+        self.state_changed = False
         jobs = [
             {"placement": p, "pgid": j.process.pid, "started": j.started_ticks}
             for p, j in self.running.items()
