@@ -26,6 +26,7 @@ from pathlib import Path
 from quotaportal.hosts.agent.client import AgentError, AuthError, Client, Unreachable
 from quotaportal.hosts.agent.reporter import Reporter
 from quotaportal.hosts.agent.runner import JobUser, RunningJob, StartFailed, kill_group
+from quotaportal.hosts.agent.spawner import Spawner
 
 log = logging.getLogger("quotaportal-agent")
 MAX_BACKOFF = 30.0
@@ -135,6 +136,7 @@ class Agent:
         # Shims hold the read end; only this process holds the write end. Both are kept out
         # of jobs (close_fds), so the read end sees EOF exactly when this process is gone.
         self.lifeline_read, self._lifeline_write = os.pipe()
+        self.spawner = Spawner(self.lifeline_read)  # forks the shims; started on first use
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -286,6 +288,7 @@ class Agent:
                 orphan_grace=max(1.0, min(spec.get("grace_seconds", 30), self.lease / 4)),
                 user=self.user,
                 pass_env=self.pass_env,
+                spawner=self.spawner,
             )
         except StartFailed as err:
             # One job's bad command or a full disk fails that attempt, never the agent.
@@ -363,6 +366,7 @@ class Agent:
                 job.enforce_deadline()
             time.sleep(0.1)
         self.save_state_if_changed()
+        self.spawner.close()
 
     # -- the state file: what a restarted agent must stop first --------------------------
 

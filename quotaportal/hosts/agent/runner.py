@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from quotaportal.hosts.agent.shim import child_exit_fd
+from quotaportal.hosts.agent.spawner import SHIM, Spawner
 
 TAIL_BYTES = 4000
-SHIM = Path(__file__).with_name("shim.py")
 # Variables a job inherits from the agent's environment; everything else (tokens, database
 # URLs, secret keys) stays with the agent. Extend with `quotaportal-agent --pass-env NAME`.
 ENV_ALLOWLIST = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "LD_LIBRARY_PATH")
@@ -78,6 +78,7 @@ class RunningJob:
         orphan_grace: float,
         user: JobUser | None = None,
         pass_env: tuple[str, ...] = (),
+        spawner: Spawner | None = None,
     ):
         self.spec = spec
         self.placement = spec["placement"]
@@ -104,29 +105,18 @@ class RunningJob:
             if user.uid is not None:
                 os.chown(script, user.uid, user.gid)
             env = job_environment(spec, job_dir, checkpoints, user, pass_env)
-            shim_args = [
-                sys.executable,
-                "-I",
-                "-S",
-                str(SHIM),
-                str(orphan_grace),
-                str(lifeline),
-                script,
-            ]
-            if user.uid is not None:
-                shim_args += [str(user.uid), str(user.gid)]
-            with open(self.log_path, "ab") as log:
-                # A new session makes the shim lead the job's process group, so a stop
-                # reaches all of it; -I keeps the job's environment out of the shim's Python.
-                self.process = subprocess.Popen(
-                    shim_args,
-                    cwd=job_dir,
-                    env=env,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL,
-                    start_new_session=True,
-                    pass_fds=(lifeline,),
+            self.process = spawner and spawner.spawn(
+                grace=orphan_grace,
+                script=script,
+                user=user,
+                cwd=job_dir,
+                env=env,
+                log_path=self.log_path,
+                code_path=exit_codes_dir(work_dir) / job_dir.name,
+            )
+            if self.process is None:
+                self.process = start_shim(
+                    script, job_dir, env, self.log_path, lifeline, user, orphan_grace
                 )
         except (OSError, ValueError, subprocess.SubprocessError) as err:
             raise StartFailed(f"Could not start the job: {err}") from err
@@ -177,6 +167,33 @@ class RunningJob:
                 return log.read().decode(errors="replace")
         except OSError:
             return ""
+
+
+def start_shim(script, job_dir, env, log_path, lifeline, user, orphan_grace) -> subprocess.Popen:
+    """The shim as a process of its own (no spawner, or it failed)."""
+    shim_args = [sys.executable, "-I", "-S", str(SHIM), str(orphan_grace), str(lifeline), script]
+    if user.uid is not None:
+        shim_args += [str(user.uid), str(user.gid)]
+    with open(log_path, "ab") as log:
+        # A new session makes the shim lead the job's process group, so a stop
+        # reaches all of it; -I keeps the job's environment out of the shim's Python.
+        return subprocess.Popen(
+            shim_args,
+            cwd=job_dir,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            pass_fds=(lifeline,),
+        )
+
+
+def exit_codes_dir(work_dir: Path) -> Path:
+    """Where forked shims leave their exit codes: the agent's alone, never a job's."""
+    folder = work_dir / "exit-codes"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    return folder
 
 
 def _stat_fields(pid: int) -> list[str] | None:

@@ -1,6 +1,7 @@
 """The supervisor between the agent and one rank of a job (like containerd's shim).
 
-    python -I shim.py GRACE_SECONDS LIFELINE_FD SCRIPT [UID GID]
+    python -I -S shim.py GRACE_SECONDS LIFELINE_FD SCRIPT [UID GID]
+    python -I -S shim.py --serve LIFELINE_FD SOCKET_FD      (the spawner, see serve())
 
 It leads the job's process group and runs `/bin/sh SCRIPT` in it. It holds the read end of a
 pipe whose write end only the agent holds: when the agent dies, even by `kill -9`, the pipe
@@ -50,6 +51,24 @@ def others_alive(pgid: int, me: int) -> bool:
     return False
 
 
+def job_left(pgid: int, reaper: bool) -> bool:
+    """Is a live process of the job's group left once its first process has exited?"""
+    if reaper and no_descendants():
+        return False  # the usual answer, without reading every process's state
+    return others_alive(pgid, os.getpid())
+
+
+def no_descendants() -> bool:
+    """For a shim that is its job's subreaper: every process the job left behind became the
+    shim's child, so no child at all (reaping the exited ones) means nothing is left."""
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
+    except ChildProcessError:
+        return True
+    return False
+
+
 def exit_code(status: int) -> int:
     code = os.waitstatus_to_exitcode(status)
     return 128 - code if code < 0 else code
@@ -70,7 +89,7 @@ def stop_group(pgid: int, grace: float) -> None:
     os.killpg(pgid, signal.SIGKILL)  # ends the shim too
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], reaper: bool = False) -> int:
     grace, lifeline, script = float(argv[0]), int(argv[1]), argv[2]
     as_user = (int(argv[3]), int(argv[4])) if len(argv) == 5 else None
     # The agent stops a job with killpg(SIGTERM): the shim must outlive it to report the code.
@@ -85,7 +104,7 @@ def main(argv: list[str]) -> int:
             pid, status = os.waitpid(child, os.WNOHANG)
             if pid:
                 code = exit_code(status)
-        if code is not None and not others_alive(pgid, os.getpid()):
+        if code is not None and not job_left(pgid, reaper):
             return code
         # Wake the moment the job exits (its pidfd turns readable), not at the next poll; once
         # it has, look often for the rest of its group to be gone.
@@ -127,5 +146,82 @@ def child_exit_fd(pid: int) -> int | None:
         return None
 
 
+def serve(lifeline: int, channel: int) -> int:
+    """The spawner: one long-lived process that forks a shim per job on the agent's request.
+
+    A new Python per job cost every short job its interpreter's start (16 ms of CPU on a busy
+    2-core host, and most of a trivial job's run); a fork of this small single-threaded
+    process costs about a millisecond. Each request is one JSON message on a SOCK_SEQPACKET
+    socket: {grace, script, user, cwd, env, log, code}; the answer is {"pid": N} or
+    {"error": text}. The forked shim runs main() as a shim started alone would, then writes
+    its exit code to the `code` file, since the agent is not its parent: the agent waits on
+    the shim's pidfd and reads that file (no file: the shim was killed). Children are reaped
+    by the kernel (SIGCHLD ignored here). It exits when the agent closes the socket or dies.
+    """
+    import ctypes  # here, not at the top: a shim started alone must not pay for them
+    import json
+    import socket
+
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+
+    sock = socket.socket(fileno=channel)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    while True:
+        readable, _, _ = select.select([sock, lifeline], [], [])
+        if lifeline in readable and os.read(lifeline, 1) == b"":
+            return 0
+        if sock not in readable:
+            continue
+        message = sock.recv(1 << 20)
+        if not message:
+            return 0
+        try:
+            pid = fork_shim(json.loads(message), lifeline, sock, prctl)
+            answer = {"pid": pid}
+        except Exception as err:  # one bad request fails that job, not the spawner
+            answer = {"error": f"{type(err).__name__}: {err}"}
+        sock.send(json.dumps(answer).encode())
+
+
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def fork_shim(request: dict, lifeline: int, sock, prctl) -> int:
+    """Fork a shim for one job, set up as subprocess.Popen would (new session, cwd, output
+    to the log, no stdin, only the lifeline kept open); its pid. The shim is its job's
+    subreaper, so it tells that nothing of the job is left without scanning /proc."""
+    log = os.open(request["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    pid = os.fork()
+    if pid:
+        os.close(log)
+        return pid
+    code = 127
+    try:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the shim waits for its job
+        sock.close()
+        os.setsid()
+        os.chdir(request["cwd"])
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        null = os.open("/dev/null", os.O_RDONLY)
+        os.dup2(null, 0)
+        os.closerange(3, lifeline)
+        os.closerange(lifeline + 1, MAX_FD)
+        os.environ.clear()  # the job's environment, which execv hands on
+        os.environ.update(request["env"])
+        reaper = prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+        arguments = [str(request["grace"]), str(lifeline), request["script"], *request["user"]]
+        code = main(arguments, reaper)
+    except BaseException:
+        os.write(2, b"quotaportal shim: could not start the job\n")
+    try:
+        with open(request["code"], "w") as code_file:
+            code_file.write(str(code))
+    finally:
+        os._exit(code)
+
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--serve"]:
+        os._exit(serve(int(sys.argv[2]), int(sys.argv[3])))
     os._exit(main(sys.argv[1:]))  # nothing to flush or tear down: skip the finalization
