@@ -105,3 +105,10 @@ def test_a_job_is_done_only_once_what_it_left_running_is_gone(tmp_path, lifeline
     job = start(tmp_path, lifeline, spawner, 12, "sleep 0.6 & exit 0")
     assert finished(job) == 0
     assert time.monotonic() - began >= 0.5, "the leftover sleep still held the GPUs"
+
+
+def test_a_spawner_holds_no_descriptor_before_its_first_job(lifeline):
+    before = set(os.listdir("/proc/self/fd"))
+    spawner = Spawner(lifeline)
+    assert set(os.listdir("/proc/self/fd")) == before
+    spawner.close()

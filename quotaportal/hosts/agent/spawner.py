@@ -29,6 +29,14 @@ SHIM = Path(__file__).with_name("shim.py")
 ANSWER_TIMEOUT = 5.0
 
 
+def _pidfds_work() -> bool:
+    probe = child_exit_fd(os.getpid())
+    if probe is None:
+        return False
+    os.close(probe)
+    return True
+
+
 class SpawnerGone(Exception):
     """The spawner did not answer: this job and later ones start the old way."""
 
@@ -64,7 +72,7 @@ class Spawner:
         self.lifeline = lifeline
         self._sock: socket.socket | None = None
         self._process: subprocess.Popen | None = None
-        self.broken = child_exit_fd(os.getpid()) is None  # no pidfds: never used
+        self.broken = not _pidfds_work()  # then it is never used
 
     def spawn(
         self,
