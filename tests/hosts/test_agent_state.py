@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from quotaportal.hosts.agent.agent import STATE_FILE, Agent
+from tests.hosts.test_spawner import rank
 
 
 class AnsweringServer:
@@ -19,21 +20,6 @@ class Counting(Agent):
     def save_state(self):
         self.saves = getattr(self, "saves", 0) + 1
         super().save_state()
-
-
-def sleeper(placement: int, gpu: int) -> dict:
-    return {
-        "placement": placement,
-        "job_id": f"job-{placement}",
-        "attempt": 1,
-        "rank": 0,
-        "world_size": 1,
-        "master_addr": "",
-        "gpu_indices": [gpu],
-        "command": "sleep 30",
-        "grace_seconds": 1,
-        "hold": False,
-    }
 
 
 def saved_pgids(tmp_path) -> set[int]:
@@ -50,7 +36,8 @@ def test_an_answer_that_starts_two_jobs_writes_the_state_file_once_with_both(tmp
         address="",
     )
     try:
-        agent.take({"placements": [sleeper(7, 0), sleeper(8, 1)], "horizon": 8})
+        sleepers = [rank(7, "sleep 30", gpu=0), rank(8, "sleep 30", gpu=1)]
+        agent.take({"placements": sleepers, "horizon": 8})
         assert sorted(agent.running) == [7, 8]
         assert getattr(agent, "saves", 0) == 0, "written at the end of the loop's turn"
         agent.save_state_if_changed()

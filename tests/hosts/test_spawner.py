@@ -29,7 +29,8 @@ def spawner(lifeline):
     spawner.close()
 
 
-def rank(placement: int, command: str) -> dict:
+def rank(placement: int, command: str, gpu: int = 0) -> dict:
+    """What an answer lists for one rank, as RunningJob takes it."""
     return {
         "placement": placement,
         "job_id": f"job-{placement}",
@@ -37,9 +38,10 @@ def rank(placement: int, command: str) -> dict:
         "rank": 0,
         "world_size": 1,
         "master_addr": "",
-        "gpu_indices": [0],
+        "gpu_indices": [gpu],
         "command": command,
         "grace_seconds": 1,
+        "hold": False,
     }
 
 

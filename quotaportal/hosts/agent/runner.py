@@ -105,19 +105,16 @@ class RunningJob:
             if user.uid is not None:
                 os.chown(script, user.uid, user.gid)
             env = job_environment(spec, job_dir, checkpoints, user, pass_env)
+            shim_args = shim_arguments(orphan_grace, lifeline, script, user)
             self.process = spawner and spawner.spawn(
-                grace=orphan_grace,
-                script=script,
-                user=user,
+                shim_args,
                 cwd=job_dir,
                 env=env,
                 log_path=self.log_path,
                 code_path=exit_codes_dir(work_dir) / job_dir.name,
             )
             if self.process is None:
-                self.process = start_shim(
-                    script, job_dir, env, self.log_path, lifeline, user, orphan_grace
-                )
+                self.process = start_shim(shim_args, job_dir, env, self.log_path, lifeline)
         except (OSError, ValueError, subprocess.SubprocessError) as err:
             raise StartFailed(f"Could not start the job: {err}") from err
         self.started_ticks = process_start_ticks(self.process.pid)
@@ -169,16 +166,21 @@ class RunningJob:
             return ""
 
 
-def start_shim(script, job_dir, env, log_path, lifeline, user, orphan_grace) -> subprocess.Popen:
+def shim_arguments(grace: float, lifeline: int, script: Path, user: JobUser) -> list[str]:
+    """shim.main's arguments: GRACE_SECONDS LIFELINE_FD SCRIPT [UID GID]."""
+    owner = [] if user.uid is None else [str(user.uid), str(user.gid)]
+    return [str(grace), str(lifeline), str(script), *owner]
+
+
+def start_shim(
+    shim_args: list[str], job_dir: Path, env: dict, log_path: Path, lifeline: int
+) -> subprocess.Popen:
     """The shim as a process of its own (no spawner, or it failed)."""
-    shim_args = [sys.executable, "-I", "-S", str(SHIM), str(orphan_grace), str(lifeline), script]
-    if user.uid is not None:
-        shim_args += [str(user.uid), str(user.gid)]
     with open(log_path, "ab") as log:
         # A new session makes the shim lead the job's process group, so a stop
         # reaches all of it; -I keeps the job's environment out of the shim's Python.
         return subprocess.Popen(
-            shim_args,
+            [sys.executable, "-I", "-S", str(SHIM), *shim_args],
             cwd=job_dir,
             env=env,
             stdout=log,

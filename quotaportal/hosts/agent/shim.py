@@ -152,7 +152,7 @@ def serve(lifeline: int, channel: int) -> int:
     A new Python per job cost every short job its interpreter's start (16 ms of CPU on a busy
     2-core host, and most of a trivial job's run); a fork of this small single-threaded
     process costs about a millisecond. Each request is one JSON message on a SOCK_SEQPACKET
-    socket: {grace, script, user, cwd, env, log, code}; the answer is {"pid": N} or
+    socket: {args (as main's), cwd, env, log, code}; the answer is {"pid": N} or
     {"error": text}. The forked shim runs main() as a shim started alone would, then writes
     its exit code to the `code` file, since the agent is not its parent: the agent waits on
     the shim's pidfd and reads that file (no file: the shim was killed). Children are reaped
@@ -210,8 +210,7 @@ def fork_shim(request: dict, lifeline: int, sock, prctl) -> int:
         os.environ.clear()  # the job's environment, which execv hands on
         os.environ.update(request["env"])
         reaper = prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
-        arguments = [str(request["grace"]), str(lifeline), request["script"], *request["user"]]
-        code = main(arguments, reaper)
+        code = main(request["args"], reaper)
     except BaseException:
         os.write(2, b"quotaportal shim: could not start the job\n")
     try:

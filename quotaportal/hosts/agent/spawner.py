@@ -75,17 +75,10 @@ class Spawner:
         self.broken = not _pidfds_work()  # then it is never used
 
     def spawn(
-        self,
-        *,
-        grace: float,
-        script: Path,
-        user,
-        cwd: Path,
-        env: dict,
-        log_path: Path,
-        code_path: Path,
+        self, shim_args: list[str], *, cwd: Path, env: dict, log_path: Path, code_path: Path
     ) -> ForkedShim | None:
-        """A ForkedShim running the job, or None when jobs must start the old way.
+        """A ForkedShim running the job (`shim_args` as for shim.main), or None when jobs
+        must start the old way.
 
         `code_path` must be where the job cannot write (not its own directory): the shim
         writes there as the agent's user, after the job, and the agent believes what it reads.
@@ -95,9 +88,7 @@ class Spawner:
         with contextlib.suppress(FileNotFoundError):
             code_path.unlink()  # a code left by an earlier agent's shim of the same rank
         request = {
-            "grace": grace,
-            "script": str(script),
-            "user": [] if user.uid is None else [str(user.uid), str(user.gid)],
+            "args": shim_args,
             "cwd": str(cwd),
             "env": env,
             "log": str(log_path),
