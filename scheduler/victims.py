@@ -56,8 +56,8 @@ class VictimPool:
         self._gone.add(job.id)
         # Out of its share's list too, so later searches do not walk past it again (a tick
         # that preempts hundreds would otherwise re-skip every earlier victim each time).
-        grouped = self._by_share.get(job.unit)
-        if grouped is not None and job in (jobs := grouped.get(job.share, ())):
+        jobs = self._by_share.get(job.unit, {}).get(job.share)
+        if jobs is not None and job in jobs:
             jobs.remove(job)
 
     def reclaimable(

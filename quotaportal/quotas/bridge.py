@@ -231,8 +231,7 @@ def load_snapshot(
     units = _UnitNames()
     limits = share_limits(queue, units)
     shares = tuple(share_of(s, limits[s.id]) for s in share_rows)
-    names = _Names({s.id: s.name for s in share_rows}, units)
-    jobs, pending = _active_jobs(queue.id, names)
+    jobs, pending = _active_jobs(queue.id, {s.id: s.name for s in share_rows}, units)
     snapshot = Snapshot(
         capacity_of(queue, now),
         shares,
@@ -246,14 +245,6 @@ def load_snapshot(
         {s.name: s.id for s in share_rows},
         {s.name: s.queue_rank for s in share_rows},
     )
-
-
-@dataclass(frozen=True)
-class _Names:
-    """Share and unit names by id: the active jobs are read without joining their tables."""
-
-    shares: dict[int, str]
-    units: dict[int, str]
 
 
 class _UnitNames(dict):
@@ -319,16 +310,19 @@ _make_job = partial(tuple.__new__, PlannedJob)
 _is_runnable = partial(is_, None)
 
 
-def _active_jobs(queue_id: int, names: _Names) -> tuple[list[PlannedJob], dict]:
-    """Build the scheduler's jobs straight from rows at C speed (the hot part of a tick)."""
+def _active_jobs(
+    queue_id: int, share_names: dict[int, str], unit_names: dict[int, str]
+) -> tuple[list[PlannedJob], dict]:
+    """Build the scheduler's jobs straight from rows at C speed (the hot part of a tick),
+    naming shares and units by id: the rows are read without joining their tables."""
     rows = _active_rows(queue_id)
     if not rows:
         return [], {}
     ids, share_ids, unit_ids, quantities, priorities, created, dispatched, reasons = zip(
         *rows, strict=True
     )
-    shares = map(names.shares.__getitem__, share_ids)
-    units = map(names.units.__getitem__, unit_ids)
+    shares = map(share_names.__getitem__, share_ids)
+    units = map(unit_names.__getitem__, unit_ids)
     fields = zip(ids, shares, units, quantities, priorities, created, dispatched, strict=True)
     jobs = list(map(_make_job, fields))
     pending = dict(compress(zip(ids, reasons, strict=True), map(_is_runnable, dispatched)))
