@@ -347,6 +347,47 @@ def test_a_batch_whose_tick_places_work_on_another_host_wakes_the_heartbeats(one
     assert wakeups.generation(env_id) > before, "gpu-2's agent must hear of it at once"
 
 
+def test_a_batch_whose_tick_splits_a_job_across_its_host_and_another_wakes_the_heartbeats(
+    people, settings, monkeypatch
+):
+    """One rank here is in the answer; the other host's agent must hear of its rank too."""
+    settings.QP_HOST_TIMEOUT = 60
+    settings.QP_IMMEDIATE_TICKS = True
+    monkeypatch.setattr(ticks, "enqueue_tick", lambda queue_id: None)
+    monkeypatch.setattr(ticks, "_slow_inline", {})
+    env, queue = build_queue(people.admin, unit="gpu1", capacity=2, backend="LOCAL")
+    add_share(people.admin, queue, "a", "vision", 2, "LEND", unit="gpu1")
+    tokens = {}
+    for name in ("gpu-1", "gpu-2"):
+        tokens[name] = host_services.token_for(
+            host_services.create_agent_token(people.admin, env, name)
+        )
+        host_services.register_host(tokens[name], name=name, capacity_unit="gpu1", gpus=[0])
+    host_services.set_host_state(people.admin, GpuHost.objects.get(name="gpu-2"), "DRAINING")
+
+    def submit(name, quantity):
+        return services.submit_job(
+            people.admin,
+            job_queue=queue,
+            quota_share="a",
+            capacity_unit="gpu1",
+            name=name,
+            quantity=quantity,
+        )
+
+    submit("first", 1)
+    services.run_tick(queue.pk)
+    running = host_services.heartbeat(tokens["gpu-1"], "gpu-1", [])["placements"]
+    wide = submit("wide", 2)
+    host_services.set_host_state(people.admin, GpuHost.objects.get(name="gpu-2"), "READY")
+    before = wakeups.generation(env.pk)
+    batch = host_services.report_many(tokens["gpu-1"], "gpu-1", exit_of(running[0]["placement"]))
+    assert [(p["job_id"], p["world_size"]) for p in batch.work["placements"]] == [(str(wide.pk), 2)]
+    hosts = Placement.objects.filter(attempt__job=wide).values_list("host__name", flat=True)
+    assert sorted(hosts) == ["gpu-1", "gpu-2"]
+    assert wakeups.generation(env.pk) > before, "gpu-2's agent must hear of its rank at once"
+
+
 def test_a_batch_and_the_tick_it_brings_make_a_fixed_number_of_queries(
     one_slot, django_assert_max_num_queries
 ):
@@ -357,7 +398,7 @@ def test_a_batch_and_the_tick_it_brings_make_a_fixed_number_of_queries(
     assert [p["job_id"] for p in batch.work["placements"]] == [str(second.pk)]
 
 
-BATCH_QUERIES = 45
+BATCH_QUERIES = 42
 
 
 def test_a_batchs_tick_leaves_time_driven_state_to_the_workers_ticks(one_slot, people):

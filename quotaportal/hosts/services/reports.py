@@ -11,6 +11,7 @@ GPU only after the exit that freed it has arrived.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -82,18 +83,20 @@ def report_many(token: AgentToken, name: str, reports: list[dict]) -> Batch:
                 # leaves this work to this answer (sent once the commit is done).
                 work = host_work(host)
                 remember_delivered(host.pk, work["version"])
-                if scope.preempted or _placed_elsewhere(host, scope.started):
+                if scope.preempted or _placed_elsewhere(work, scope.started):
                     wakeups.announce(env_id)
     if errors is None:  # a tick kept the lock: each report commits alone
         return Batch([_refusal(host, fields, received) for fields in reports])
     return Batch(errors, work)
 
 
-def _placed_elsewhere(host: GpuHost, job_ids: list[str]) -> bool:
-    """Did any of these jobs get a rank on another host (whose agent must be woken)?"""
-    return bool(job_ids) and (
-        Placement.objects.filter(attempt__job_id__in=job_ids).exclude(host=host).exists()
-    )
+def _placed_elsewhere(work: dict, job_ids: list[str]) -> bool:
+    """Did any of these jobs, just dispatched, get a rank on another host (whose agent must
+    be woken)? Read off the host's own work: a job with fewer ranks here than its world size
+    has the others elsewhere."""
+    ranks_here = Counter(p["job_id"] for p in work["placements"])
+    sizes = {p["job_id"]: p["world_size"] for p in work["placements"]}
+    return any(job not in sizes or ranks_here[job] < sizes[job] for job in job_ids)
 
 
 def seen_at(received: datetime, fields: dict, *earliest: datetime | None) -> datetime:

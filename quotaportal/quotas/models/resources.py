@@ -193,6 +193,10 @@ class JobQueue(models.Model):
     planned_active_jobs = models.IntegerField(null=True, blank=True)
     planned_at = models.DateTimeField(null=True, blank=True)
     planned_capacity = models.JSONField(null=True, blank=True)  # hosts come and go unannounced
+    # The utilization sample ticks last wrote (UtilizationSample), kept here so a tick, which
+    # reads its queue anyway, compares usage without reading the history.
+    sampled_used = models.JSONField(null=True, blank=True)
+    sampled_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [

@@ -229,7 +229,12 @@ def _tick_locked(queue: JobQueue, now, fit_units: set[str], advance: bool = True
     elif advance:
         enforce_attempt_timeouts(queue.id, now)
         enforce_runnable_time_limits(queue, now)
-    version = JobQueue.objects.values_list("state_version", flat=True).get(pk=queue.id)
+    if advance:  # what advancing changed raised the version since the queue was read
+        version = JobQueue.objects.values_list("state_version", flat=True).get(pk=queue.id)
+    else:
+        # Read under the lock moments ago. A change committed since makes the plan newer than
+        # the version remembered with it, so the next tick plans again: never the reverse.
+        version = queue.state_version
     if not fit_units and _unchanged_since_last_plan(queue, version, now):
         record_sample(queue, None, now)
         _tick_at_next_change(queue, backend, now)
@@ -283,14 +288,15 @@ def record_sample(queue: JobQueue, usage: dict | None, now) -> None:
     With `usage` None (a tick that did not re-plan, so usage is unchanged) the last sample is
     repeated once a minute, so the chart's line reaches the present.
     """
-    last = UtilizationSample.objects.filter(job_queue=queue).order_by("-time").first()
+    last_at, last_used = queue.sampled_at, queue.sampled_used  # ticks alone write samples
     if usage is None:
-        if last is None or now - last.time < SAMPLE_EVERY:
+        if last_at is None or now - last_at < SAMPLE_EVERY:
             return
-        usage = last.used
-    elif last is not None and last.used == usage and now - last.time < SAMPLE_EVERY:
+        usage = last_used
+    elif last_at is not None and last_used == usage and now - last_at < SAMPLE_EVERY:
         return
     UtilizationSample.objects.create(job_queue=queue, time=now, used=usage)
+    JobQueue.objects.filter(pk=queue.id).update(sampled_used=usage, sampled_at=now)
 
 
 def _unchanged_since_last_plan(queue: JobQueue, version: int, now) -> bool:
