@@ -6,13 +6,14 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.db import transaction
 from django.utils import timezone
 
 from quotaportal.quotas import bridge, services, tasks
 from quotaportal.quotas.errors import Forbidden, InvalidInput
 from quotaportal.quotas.loop import SchedulerLoop
 from quotaportal.quotas.models import DISPATCHED, Event, EventKind, Job, Reservation
-from quotaportal.quotas.services import reservations
+from quotaportal.quotas.services import reservations, tick
 from tests.quotas.test_shared_environment import in_use, put, two_queues
 
 pytestmark = pytest.mark.django_db
@@ -72,6 +73,24 @@ def test_when_it_ends_the_tick_preempts_to_fit_once_and_says_why(people):
     services.run_tick(queues["hi"].id, now=end + timedelta(seconds=1))
     assert in_use(env) == 2
     assert Event.objects.filter(kind=EventKind.PREEMPTED_CAPACITY).count() == 2
+
+
+def test_an_inline_tick_leaves_an_ended_reservation_to_the_workers_tick(people):
+    """A tick run inside an agent's batch plans that batch's changes only: the fit at a
+    reservation's end, time-driven, waits for the workers' tick, which follows within a beat."""
+    env, queues = two_queues(people.admin, capacity=2)
+    start = timezone.now()
+    end = start + timedelta(minutes=5)
+    reserve(people.admin, env, start, end)
+    put(queues["hi"], 4, 1, "hi", simulated_duration_seconds=3600)
+    services.run_tick(queues["hi"].id, now=start + timedelta(seconds=1))
+    with transaction.atomic():
+        tick.run_environment_tick(env.id, now=end, holding_lock=True)
+    assert in_use(env) == 4, "nothing preempted, nothing started"
+    assert Reservation.objects.get().fitted_at is None
+    services.run_tick(queues["hi"].id, now=end)
+    assert in_use(env) == 2
+    assert Reservation.objects.get().fitted_at == end
 
 
 def test_a_lower_queue_gives_before_a_higher_one(people):

@@ -110,10 +110,16 @@ def run_environment_tick(
             .filter(_tickable() | Q(pk=asked_by))
             .order_by("-priority", "name")
         )
-        ended = list(
-            Reservation.objects.filter(
-                environment_id=env_id, ends_at__lte=now, fitted_at__isnull=True
-            ).values_list("id", "capacity_unit__name")
+        # A reservation's end is time-driven state too: a caller's tick leaves fitting usage
+        # to it to the workers' next tick (till then, usage above capacity drains).
+        ended = (
+            []
+            if holding_lock
+            else list(
+                Reservation.objects.filter(
+                    environment_id=env_id, ends_at__lte=now, fitted_at__isnull=True
+                ).values_list("id", "capacity_unit__name")
+            )
         )
         fit_units = {unit for _, unit in ended}
         for queue in queues:
