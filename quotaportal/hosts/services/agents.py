@@ -9,7 +9,18 @@ import time
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Exists, Max, OuterRef
+from django.db.models import (
+    BooleanField,
+    Count,
+    Exists,
+    ExpressionWrapper,
+    Max,
+    OuterRef,
+    Q,
+    Subquery,
+    Value,
+)
+from django.db.models.functions import Coalesce, NullIf
 from django.utils import timezone
 
 from quotaportal.hosts.models import AgentToken, GpuHost, HostState, Placement
@@ -105,34 +116,56 @@ def host_of(token: AgentToken, name: str) -> GpuHost:
     return host
 
 
-def desired_placements(host: GpuHost) -> list[dict]:
-    """What should run on the host now: open attempts of dispatched jobs placed on it.
+def desired_placements(host: GpuHost) -> tuple[list[dict], int]:
+    """What should run on the host now: open attempts of dispatched jobs placed on it; and the
+    host's newest placement id (host_work's horizon), both read by one statement.
 
     A retry is held back (listed with `hold`, to start later) while an earlier attempt of the
     same job still runs on a host that is not LOST (a preempted rank checkpointing
     elsewhere): a job never runs twice at once. It is listed rather than left out because the
     agent takes a placement an answer leaves out as ended for good (host_work's horizon).
     """
+    open_here = Q(
+        attempt__stopped_at__isnull=True,
+        attempt__job__status__in=DISPATCHED,
+        exit_code__isnull=True,
+        exited_at__isnull=True,
+    )
+    newest = (
+        Placement.objects.filter(host=host)
+        .order_by()
+        .values("host_id")
+        .annotate(newest=Max("id"))
+        .values("newest")[:1]
+    )
     earlier_still_running = Placement.objects.filter(
         attempt__job_id=OuterRef("attempt__job_id"),
         attempt__number__lt=OuterRef("attempt__number"),
         exit_code__isnull=True,
         exited_at__isnull=True,
     ).exclude(host__state=HostState.LOST)
+    ranks = Placement.objects.filter(attempt_id=OuterRef("attempt_id")).order_by()
     rows = list(
-        Placement.objects.filter(
-            host=host,
-            attempt__stopped_at__isnull=True,
-            attempt__job__status__in=DISPATCHED,
-            exit_code__isnull=True,
-            exited_at__isnull=True,
+        # The host's newest placement comes along, wanted or not: its id is the horizon.
+        Placement.objects.filter(Q(host=host) & (open_here | Q(id=Subquery(newest))))
+        .annotate(
+            wanted=ExpressionWrapper(open_here, output_field=BooleanField()),
+            hold=Exists(earlier_still_running),
+            # The world each rank joins: its rank 0's host, and how many ranks there are.
+            master=Subquery(
+                ranks.filter(rank=0).values(
+                    master=Coalesce(NullIf("host__address", Value("")), "host__name")
+                )[:1]
+            ),
+            world_size=Subquery(
+                ranks.values("attempt_id").annotate(size=Count("id")).values("size")[:1]
+            ),
         )
-        .annotate(hold=Exists(earlier_still_running))
         .order_by("attempt_id", "rank")
         # Every heartbeat and every report answer reads this: only the columns it sends.
         .values_list(
+            "wanted",
             "id",
-            "attempt_id",
             "attempt__job_id",
             "attempt__number",
             "rank",
@@ -140,41 +173,27 @@ def desired_placements(host: GpuHost) -> list[dict]:
             "attempt__job__command",
             "attempt__job__job_queue__preemption_grace_seconds",
             "hold",
+            "master",
+            "world_size",
         )
     )
-    worlds = _worlds({row[1] for row in rows})
-    result = []
-    for placement, attempt, job, number, rank, gpus, command, grace, hold in rows:
-        master, size = worlds[attempt]
-        result.append(
-            {
-                "placement": placement,
-                "job_id": str(job),
-                "attempt": number,
-                "rank": rank,
-                "world_size": size,
-                "master_addr": master,
-                "gpu_indices": gpus,
-                "command": command or "true",
-                "grace_seconds": grace,
-                "hold": hold,
-            }
-        )
-    return result
-
-
-def _worlds(attempt_ids: set[int]) -> dict[int, tuple[str, int]]:
-    """Attempt id -> the address of its rank 0's host and how many ranks it has."""
-    worlds: dict[int, tuple[str, int]] = {}
-    ranks = (
-        Placement.objects.filter(attempt_id__in=attempt_ids)
-        .order_by("attempt_id", "rank")
-        .values_list("attempt_id", "host__address", "host__name")
-    )
-    for attempt, address, name in ranks:
-        master, size = worlds.get(attempt, (address or name, 0))
-        worlds[attempt] = (master, size + 1)
-    return worlds
+    desired = [
+        {
+            "placement": placement,
+            "job_id": str(job),
+            "attempt": number,
+            "rank": rank,
+            "world_size": size,
+            "master_addr": master,
+            "gpu_indices": gpus,
+            "command": command or "true",
+            "grace_seconds": grace,
+            "hold": hold,
+        }
+        for wanted, placement, job, number, rank, gpus, command, grace, hold, master, size in rows
+        if wanted
+    ]
+    return desired, max((row[1] for row in rows), default=0)
 
 
 MAX_WAIT_SECONDS = 20.0
@@ -279,12 +298,10 @@ def host_work(host: GpuHost) -> dict:
     after a newer one. The agent stops a job only on an answer whose horizon covers the job's
     placement: an answer read before that placement existed cannot tell it to stop. A
     placement goes only forward (held back, free to start, ended), so an answer that covers
-    one and leaves it out says it has ended for good. The horizon is read first; a host's
-    placements are made by its environment's ticks, one after another, so every placement
-    up to it is seen by the read that follows.
+    one and leaves it out says it has ended for good. The horizon and the placements are read
+    by one statement, from one snapshot, so every placement up to it is seen.
     """
-    horizon = Placement.objects.filter(host=host).aggregate(newest=Max("id"))["newest"] or 0
-    desired = desired_placements(host)
+    desired, horizon = desired_placements(host)
     return {
         "placements": desired,
         "version": placements_version(desired),
