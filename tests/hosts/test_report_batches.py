@@ -347,10 +347,10 @@ def test_a_batch_whose_tick_places_work_on_another_host_wakes_the_heartbeats(one
     assert wakeups.generation(env_id) > before, "gpu-2's agent must hear of it at once"
 
 
-def test_a_batch_whose_tick_splits_a_job_across_its_host_and_another_wakes_the_heartbeats(
-    people, settings, monkeypatch
-):
-    """One rank here is in the answer; the other host's agent must hear of its rank too."""
+@pytest.fixture
+def two_hosts(people, settings, monkeypatch):
+    """A LOCAL queue on two one-GPU hosts; gpu-2 drained while a one-GPU job starts on gpu-1,
+    then READY again, with a two-GPU job waiting behind the first."""
     settings.QP_HOST_TIMEOUT = 60
     settings.QP_IMMEDIATE_TICKS = True
     monkeypatch.setattr(ticks, "enqueue_tick", lambda queue_id: None)
@@ -377,15 +377,36 @@ def test_a_batch_whose_tick_splits_a_job_across_its_host_and_another_wakes_the_h
 
     submit("first", 1)
     services.run_tick(queue.pk)
-    running = host_services.heartbeat(tokens["gpu-1"], "gpu-1", [])["placements"]
+    (running,) = host_services.heartbeat(tokens["gpu-1"], "gpu-1", [])["placements"]
     wide = submit("wide", 2)
     host_services.set_host_state(people.admin, GpuHost.objects.get(name="gpu-2"), "READY")
+    return env, tokens, running["placement"], wide
+
+
+def test_a_batch_whose_tick_splits_a_job_across_its_host_and_another_wakes_the_heartbeats(
+    two_hosts,
+):
+    """One rank here is in the answer; the other host's agent must hear of its rank too."""
+    env, tokens, first, wide = two_hosts
     before = wakeups.generation(env.pk)
-    batch = host_services.report_many(tokens["gpu-1"], "gpu-1", exit_of(running[0]["placement"]))
+    batch = host_services.report_many(tokens["gpu-1"], "gpu-1", exit_of(first))
     assert [(p["job_id"], p["world_size"]) for p in batch.work["placements"]] == [(str(wide.pk), 2)]
     hosts = Placement.objects.filter(attempt__job=wide).values_list("host__name", flat=True)
     assert sorted(hosts) == ["gpu-1", "gpu-2"]
     assert wakeups.generation(env.pk) > before, "gpu-2's agent must hear of its rank at once"
+
+
+def test_a_job_whose_ranks_span_hosts_succeeds_when_its_last_rank_exits(two_hosts):
+    env, tokens, first, wide = two_hosts
+    host_services.report_many(tokens["gpu-1"], "gpu-1", exit_of(first))
+    ranks = {
+        p.host.name: p.pk
+        for p in Placement.objects.filter(attempt__job=wide).select_related("host")
+    }
+    host_services.report_many(tokens["gpu-1"], "gpu-1", exit_of(ranks["gpu-1"]))
+    assert Job.objects.get(pk=wide.pk).status == "RUNNING", "its rank on gpu-2 still runs"
+    host_services.report_many(tokens["gpu-2"], "gpu-2", exit_of(ranks["gpu-2"]))
+    assert Job.objects.get(pk=wide.pk).status == "SUCCEEDED"
 
 
 def test_a_batch_and_the_tick_it_brings_make_a_fixed_number_of_queries(
@@ -398,7 +419,7 @@ def test_a_batch_and_the_tick_it_brings_make_a_fixed_number_of_queries(
     assert [p["job_id"] for p in batch.work["placements"]] == [str(second.pk)]
 
 
-BATCH_QUERIES = 37
+BATCH_QUERIES = 36
 
 
 def test_a_batchs_tick_leaves_time_driven_state_to_the_workers_ticks(one_slot, people):

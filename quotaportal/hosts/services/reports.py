@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import transaction
+from django.db.models import Count, OuterRef, Subquery
 from django.utils import timezone
 
 from quotaportal.hosts.models import AgentToken, GpuHost, Placement
@@ -122,6 +123,15 @@ def gpus_freed_at(host: GpuHost, placements) -> dict[int, datetime]:
     return freed
 
 
+_open_ranks_of_attempt = (
+    Placement.objects.filter(attempt_id=OuterRef("attempt_id"), exited_at__isnull=True)
+    .order_by()
+    .values("attempt_id")
+    .annotate(count=Count("id"))
+    .values("count")[:1]
+)
+
+
 def _apply_batch(host: GpuHost, reports: list[dict], received: datetime) -> list[str | None]:
     """A batch's reports in a few statements, not a dozen per report: all its starts, then
     its output, then its exits. That is the order each placement's own reports come in; a
@@ -146,6 +156,9 @@ def _apply_batch(host: GpuHost, reports: list[dict], received: datetime) -> list
             "attempt__job_id",
         )
         .filter(pk__in=list(last_phase), host=host)
+        # Its attempt's ranks still open, on any host: an exit that leaves none ends it. The
+        # environment lock keeps other hosts' batches from closing any meanwhile.
+        .annotate(open_ranks=Subquery(_open_ranks_of_attempt))
     }
     known = [f for f in reports if f["placement"] in found and f["event"] in PHASES]
     starts, exits = _dated(host, found, known, received)
@@ -234,11 +247,12 @@ def _apply_exits(host: GpuHost, found: dict[int, Placement], exits: dict[int, tu
         if placement.attempt.stopped_at is None:
             job_id = ending[placement.attempt_id] = placement.attempt.job_id
             ended_at[job_id] = max(ended_at.get(job_id, placement.exited_at), placement.exited_at)
-    still_running = set(
-        Placement.objects.filter(attempt_id__in=ending, exited_at__isnull=True).values_list(
-            "attempt_id", flat=True
-        )
-    )
+    closed_now = Counter(placement.attempt_id for placement, _ in closing)
+    still_running = {
+        placement.attempt_id
+        for placement, _ in closing
+        if placement.open_ranks > closed_now[placement.attempt_id]
+    }
     failed = {}
     for placement, fields in closing:
         code, reason = fields.get("exit_code"), fields.get("reason", "")
