@@ -6,7 +6,7 @@ import hashlib
 from collections import defaultdict
 from datetime import UTC, datetime
 
-from django.db.models import Count, F, Max, OuterRef, Q, Subquery, Sum, Window
+from django.db.models import Count, F, Max, OuterRef, Q, Sum, Window
 from django.db.models.functions import Coalesce, Greatest, RowNumber
 from django.utils import timezone
 
@@ -23,6 +23,7 @@ from quotaportal.quotas.models import (
     UtilizationSample,
 )
 from quotaportal.quotas.permissions import is_platform_admin, team_ids
+from quotaportal.quotas.subqueries import per_outer_row
 from scheduler import Share, Strategy
 from scheduler.positions import QueueNumbering
 from scheduler.reservations import Reservation as PlannedReservation
@@ -101,9 +102,7 @@ def _ahead_in_share():
         | Q(scheduling_priority=prio, created_at__lt=created)
         | Q(scheduling_priority=prio, created_at=created, id__lt=OuterRef("id"))
     )
-    return Coalesce(
-        Subquery(ahead.order_by().values("quota_share_id").annotate(n=Count("*")).values("n")), 0
-    )
+    return Coalesce(per_outer_row(ahead, Count("*"), by="quota_share_id"), 0)
 
 
 def heads_waiting_since(queue: JobQueue, cutoff):

@@ -35,6 +35,7 @@ from quotaportal.hosts.services.tokens import check_host_name
 from quotaportal.quotas import redis_client, wakeups
 from quotaportal.quotas.errors import Forbidden, InvalidInput
 from quotaportal.quotas.models import DISPATCHED, CapacityUnit
+from quotaportal.quotas.subqueries import per_outer_row
 
 log = logging.getLogger(__name__)
 
@@ -125,58 +126,7 @@ def desired_placements(host: GpuHost) -> tuple[list[dict], int]:
     elsewhere): a job never runs twice at once. It is listed rather than left out because the
     agent takes a placement an answer leaves out as ended for good (host_work's horizon).
     """
-    open_here = Q(
-        attempt__stopped_at__isnull=True,
-        attempt__job__status__in=DISPATCHED,
-        exit_code__isnull=True,
-        exited_at__isnull=True,
-    )
-    newest = (
-        Placement.objects.filter(host=host)
-        .order_by()
-        .values("host_id")
-        .annotate(newest=Max("id"))
-        .values("newest")[:1]
-    )
-    earlier_still_running = Placement.objects.filter(
-        attempt__job_id=OuterRef("attempt__job_id"),
-        attempt__number__lt=OuterRef("attempt__number"),
-        exit_code__isnull=True,
-        exited_at__isnull=True,
-    ).exclude(host__state=HostState.LOST)
-    ranks = Placement.objects.filter(attempt_id=OuterRef("attempt_id")).order_by()
-    rows = list(
-        # The host's newest placement comes along, wanted or not: its id is the horizon.
-        Placement.objects.filter(Q(host=host) & (open_here | Q(id=Subquery(newest))))
-        .annotate(
-            wanted=ExpressionWrapper(open_here, output_field=BooleanField()),
-            hold=Exists(earlier_still_running),
-            # The world each rank joins: its rank 0's host, and how many ranks there are.
-            master=Subquery(
-                ranks.filter(rank=0).values(
-                    master=Coalesce(NullIf("host__address", Value("")), "host__name")
-                )[:1]
-            ),
-            world_size=Subquery(
-                ranks.values("attempt_id").annotate(size=Count("id")).values("size")[:1]
-            ),
-        )
-        .order_by("attempt_id", "rank")
-        # Every heartbeat and every report answer reads this: only the columns it sends.
-        .values_list(
-            "wanted",
-            "id",
-            "attempt__job_id",
-            "attempt__number",
-            "rank",
-            "gpu_indices",
-            "attempt__job__command",
-            "attempt__job__job_queue__preemption_grace_seconds",
-            "hold",
-            "master",
-            "world_size",
-        )
-    )
+    rows = _placement_rows(host)
     desired = [
         {
             "placement": placement,
@@ -194,6 +144,50 @@ def desired_placements(host: GpuHost) -> tuple[list[dict], int]:
         if wanted
     ]
     return desired, max((row[1] for row in rows), default=0)
+
+
+def _placement_rows(host: GpuHost) -> list[tuple]:
+    """The host's open placements (`wanted`), and its newest placement, wanted or not: its
+    id is the horizon. Only the columns an answer sends, with each rank's world (its rank
+    0's host, how many ranks) and whether it is held back."""
+    open_here = Q(
+        attempt__stopped_at__isnull=True,
+        attempt__job__status__in=DISPATCHED,
+        exit_code__isnull=True,
+        exited_at__isnull=True,
+    )
+    newest = per_outer_row(Placement.objects.filter(host=host), Max("id"), by="host_id")
+    earlier_still_running = Placement.objects.filter(
+        attempt__job_id=OuterRef("attempt__job_id"),
+        attempt__number__lt=OuterRef("attempt__number"),
+        exit_code__isnull=True,
+        exited_at__isnull=True,
+    ).exclude(host__state=HostState.LOST)
+    ranks = Placement.objects.filter(attempt_id=OuterRef("attempt_id"))
+    master = Coalesce(NullIf("host__address", Value("")), "host__name")
+    return list(
+        Placement.objects.filter(Q(host=host) & (open_here | Q(id=newest)))
+        .annotate(
+            wanted=ExpressionWrapper(open_here, output_field=BooleanField()),
+            hold=Exists(earlier_still_running),
+            master=Subquery(ranks.filter(rank=0).values(master=master)[:1]),
+            world_size=per_outer_row(ranks, Count("id"), by="attempt_id"),
+        )
+        .order_by("attempt_id", "rank")
+        .values_list(
+            "wanted",
+            "id",
+            "attempt__job_id",
+            "attempt__number",
+            "rank",
+            "gpu_indices",
+            "attempt__job__command",
+            "attempt__job__job_queue__preemption_grace_seconds",
+            "hold",
+            "master",
+            "world_size",
+        )
+    )
 
 
 MAX_WAIT_SECONDS = 20.0

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import transaction
-from django.db.models import Count, OuterRef, Subquery
+from django.db.models import Count, OuterRef
 from django.utils import timezone
 
 from quotaportal.hosts.models import AgentToken, GpuHost, Placement
@@ -33,6 +33,7 @@ from quotaportal.quotas.services.lifecycle import (
     succeed_in_bulk,
 )
 from quotaportal.quotas.services.tick import tick_inline
+from quotaportal.quotas.subqueries import per_outer_row
 
 BATCH_LOCK_SECONDS = 2.0
 PHASES = {"started": 0, "output": 1, "exited": 2}
@@ -123,12 +124,10 @@ def gpus_freed_at(host: GpuHost, placements) -> dict[int, datetime]:
     return freed
 
 
-_open_ranks_of_attempt = (
-    Placement.objects.filter(attempt_id=OuterRef("attempt_id"), exited_at__isnull=True)
-    .order_by()
-    .values("attempt_id")
-    .annotate(count=Count("id"))
-    .values("count")[:1]
+_open_ranks_of_attempt = per_outer_row(
+    Placement.objects.filter(attempt_id=OuterRef("attempt_id"), exited_at__isnull=True),
+    Count("id"),
+    by="attempt_id",
 )
 
 
@@ -158,7 +157,7 @@ def _apply_batch(host: GpuHost, reports: list[dict], received: datetime) -> list
         .filter(pk__in=list(last_phase), host=host)
         # Its attempt's ranks still open, on any host: an exit that leaves none ends it. The
         # environment lock keeps other hosts' batches from closing any meanwhile.
-        .annotate(open_ranks=Subquery(_open_ranks_of_attempt))
+        .annotate(open_ranks=_open_ranks_of_attempt)
     }
     known = [f for f in reports if f["placement"] in found and f["event"] in PHASES]
     starts, exits = _dated(host, found, known, received)
