@@ -112,15 +112,7 @@ def run_environment_tick(
         )
         # A reservation's end is time-driven state too: a caller's tick leaves fitting usage
         # to it to the workers' next tick (till then, usage above capacity drains).
-        ended = (
-            []
-            if holding_lock
-            else list(
-                Reservation.objects.filter(
-                    environment_id=env_id, ends_at__lte=now, fitted_at__isnull=True
-                ).values_list("id", "capacity_unit__name")
-            )
-        )
+        ended = [] if holding_lock else _ended_unfitted(env_id, now)
         fit_units = {unit for _, unit in ended}
         for queue in queues:
             runs[queue.id] = _tick_queue(queue, now, fit_units, advance=not holding_lock)
@@ -129,6 +121,16 @@ def run_environment_tick(
         if not any(run.error for run in runs.values()):
             Reservation.objects.filter(id__in=[i for i, _ in ended]).update(fitted_at=now)
     return runs
+
+
+def _ended_unfitted(env_id: int, now) -> list[tuple[int, str]]:
+    """The environment's reservations that have ended and whose units usage was not yet
+    fitted to: (id, unit name)."""
+    return list(
+        Reservation.objects.filter(
+            environment_id=env_id, ends_at__lte=now, fitted_at__isnull=True
+        ).values_list("id", "capacity_unit__name")
+    )
 
 
 def tick_inline(scope: ticks.InlineTick | None) -> bool:
@@ -242,7 +244,8 @@ def _tick_locked(queue: JobQueue, now, fit_units: set[str], advance: bool = True
         # the version remembered with it, so the next tick plans again: never the reverse.
         version = queue.state_version
     if not fit_units and _unchanged_since_last_plan(queue, version, now):
-        record_sample(queue, None, now)
+        if sampled := record_sample(queue, None, now):
+            JobQueue.objects.filter(pk=queue.id).update(**sampled)
         _tick_at_next_change(queue, backend, now)
         return _Outcome(replanned=False, calls=calls)
     loaded = bridge.load_snapshot(queue, now, fit_units)
@@ -250,8 +253,8 @@ def _tick_locked(queue: JobQueue, now, fit_units: set[str], advance: bool = True
     check_plan(loaded.snapshot, plan, positions=False)
     if backend.schedules_itself:
         bridge.write_pending(loaded, plan)
-        record_sample(queue, bridge.usage_after(loaded.snapshot, None), now)
-        _remember_plan(queue, version, loaded, now, settled=True)
+        sampled = record_sample(queue, bridge.usage_after(loaded.snapshot, None), now)
+        _remember_plan(queue, version, loaded, now, settled=True, sampled=sampled)
         return _Outcome(replanned=True, calls=calls)
     started, preempted = bridge.apply_plan(queue, loaded, plan, now)
     if started and (unplaced := backend.launch(queue, started, now)):
@@ -261,10 +264,11 @@ def _tick_locked(queue: JobQueue, now, fit_units: set[str], advance: bool = True
     dispatched = len(started)
     if dispatched or preempted:
         ticks.announce_dispatch(queue.service_environment_id, started, preempted)
-    record_sample(queue, bridge.usage_after(loaded.snapshot, plan), now)
+    sampled = record_sample(queue, bridge.usage_after(loaded.snapshot, plan), now)
     # Only a plan that changed nothing is a fixed point worth remembering; after any change
     # the next tick must plan again (a preempted job may start, a blocked share may move).
-    _remember_plan(queue, version, loaded, now, settled=not dispatched and not preempted)
+    settled = not dispatched and not preempted
+    _remember_plan(queue, version, loaded, now, settled=settled, sampled=sampled)
     _tick_at_next_change(queue, backend, now)
     return _Outcome(replanned=True, calls=calls, dispatched=dispatched, preempted=preempted)
 
@@ -276,20 +280,26 @@ def _tick_at_next_change(queue: JobQueue, backend, now) -> None:
         ticks.tick_when_due(queue.id, when)
 
 
-def _remember_plan(queue: JobQueue, version: int, loaded, now, *, settled: bool) -> None:
+def _remember_plan(
+    queue: JobQueue, version: int, loaded, now, *, settled: bool, sampled: dict
+) -> None:
+    """The plan's memo on the queue row, with the sample just written (record_sample)."""
     JobQueue.objects.filter(pk=queue.id).update(
         planned_version=version if settled else -1,
         planned_active_jobs=len(loaded.snapshot.jobs),
         planned_at=now,
         planned_capacity=dict(loaded.snapshot.capacity),
+        **sampled,
     )
 
 
 SAMPLE_EVERY = timedelta(seconds=60)
 
 
-def record_sample(queue: JobQueue, usage: dict | None, now) -> None:
+def record_sample(queue: JobQueue, usage: dict | None, now) -> dict:
     """Keep the utilization history: a sample when usage changed or a minute has passed.
+    Returns the queue's fields that remember the sample written ({} when none), for the
+    caller's own update of the queue row.
 
     With `usage` None (a tick that did not re-plan, so usage is unchanged) the last sample is
     repeated once a minute, so the chart's line reaches the present.
@@ -297,12 +307,12 @@ def record_sample(queue: JobQueue, usage: dict | None, now) -> None:
     last_at, last_used = queue.sampled_at, queue.sampled_used  # ticks alone write samples
     if usage is None:
         if last_at is None or now - last_at < SAMPLE_EVERY:
-            return
+            return {}
         usage = last_used
     elif last_at is not None and last_used == usage and now - last_at < SAMPLE_EVERY:
-        return
+        return {}
     UtilizationSample.objects.create(job_queue=queue, time=now, used=usage)
-    JobQueue.objects.filter(pk=queue.id).update(sampled_used=usage, sampled_at=now)
+    return {"sampled_used": usage, "sampled_at": now}
 
 
 def _unchanged_since_last_plan(queue: JobQueue, version: int, now) -> bool:
