@@ -1,0 +1,52 @@
+"""The one package that knows both worlds: database rows <-> scheduler dataclasses.
+
+snapshot reads a job queue (its capacity, shares and active jobs) into a scheduler.Snapshot;
+apply writes a Plan back with conditional updates, so a job that changed since the snapshot
+(terminated, finished) is skipped instead of corrupted.
+"""
+
+from quotaportal.quotas.bridge.apply import (
+    PREEMPTION_EVENTS,
+    PREEMPTION_REASONS,
+    RECENT_PREEMPTIONS_KEPT,
+    RETRIES_EXHAUSTED,
+    apply_plan,
+    write_pending,
+)
+from quotaportal.quotas.bridge.snapshot import (
+    ACTIVE_JOBS_SQL,
+    Loaded,
+    capacity_now,
+    capacity_of,
+    environment_limits,
+    fit_targets,
+    load_snapshot,
+    most_capacity,
+    next_reservation_end,
+    share_limits,
+    share_of,
+    timestamp,
+    usage_after,
+)
+
+__all__ = [
+    "ACTIVE_JOBS_SQL",
+    "PREEMPTION_EVENTS",
+    "PREEMPTION_REASONS",
+    "RECENT_PREEMPTIONS_KEPT",
+    "RETRIES_EXHAUSTED",
+    "Loaded",
+    "apply_plan",
+    "capacity_now",
+    "capacity_of",
+    "environment_limits",
+    "fit_targets",
+    "load_snapshot",
+    "most_capacity",
+    "next_reservation_end",
+    "share_limits",
+    "share_of",
+    "timestamp",
+    "usage_after",
+    "write_pending",
+]

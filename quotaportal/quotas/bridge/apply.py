@@ -1,0 +1,317 @@
+"""A scheduler Plan -> database rows: apply_plan writes it back with conditional updates, so a
+job that changed since the snapshot (terminated, finished) is skipped instead of corrupted."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+from django.db import connection
+from django.db.models import Count
+
+from quotaportal.quotas.bridge.snapshot import Loaded
+from quotaportal.quotas.models import (
+    DISPATCHED,
+    Event,
+    EventKind,
+    Job,
+    JobAttempt,
+    JobQueue,
+    JobStatus,
+    QuotaShare,
+)
+from scheduler import Plan, PreemptionKind
+
+RECENT_PREEMPTIONS_KEPT = 10
+PREEMPTION_REASONS = {
+    PreemptionKind.CROSS_SHARE: (
+        "PREEMPTION_IN_PROGRESS: Cross-share preemption triggered to reclaim borrowed capacity"
+    ),
+    PreemptionKind.IN_SHARE: (
+        "PREEMPTION_IN_PROGRESS: In-share preemption triggered for a higher priority job"
+    ),
+    PreemptionKind.CAPACITY: "PREEMPTION_IN_PROGRESS: Capacity reservation ended",
+}
+PREEMPTION_EVENTS = {
+    PreemptionKind.CROSS_SHARE: EventKind.PREEMPTED_CROSS_SHARE,
+    PreemptionKind.IN_SHARE: EventKind.PREEMPTED_IN_SHARE,
+    PreemptionKind.CAPACITY: EventKind.PREEMPTED_CAPACITY,
+}
+RETRIES_EXHAUSTED = "Preemption retries exhausted"
+
+
+def apply_plan(queue: JobQueue, loaded: Loaded, plan: Plan, now: datetime) -> tuple[list[str], int]:
+    """Write a plan: start jobs, preempt victims, store pending reasons.
+
+    Returns the ids of the jobs started (in plan order) and how many jobs were preempted.
+    """
+    started = _start_jobs(queue, plan, now)
+    preempted = _preempt_victims(queue, plan, now)
+    write_pending(loaded, plan)
+    return started, preempted
+
+
+START_REASONS = {
+    False: "Dispatched within the quota share's limit",
+    True: "Dispatched on borrowed idle capacity",
+}
+# A tick that starts a thousand jobs spends its time writing them: on PostgreSQL one statement
+# locks and checks each row (a job terminated since the snapshot stays as it is), marks it
+# SCHEDULED, and adds its attempt and its DISPATCHED event.
+START_SQL = """
+    WITH wanted AS (
+        SELECT * FROM unnest(%(ids)s::uuid[], %(borrowing)s::bool[], %(details)s::jsonb[])
+            AS v(id, borrowing, detail)
+    ), started AS (
+        UPDATE quotas_job AS j SET status = 'SCHEDULED', scheduled_at = %(now)s,
+            pending_reason = '',
+            status_reason = CASE WHEN w.borrowing THEN %(borrowed)s ELSE %(within)s END
+        FROM wanted AS w
+        WHERE j.id = w.id AND j.status = 'RUNNABLE'
+        RETURNING j.id, j.quota_share_id, w.detail,
+            (SELECT COUNT(*) FROM quotas_jobattempt AS a WHERE a.job_id = j.id) AS attempts
+    ), attempts AS (
+        INSERT INTO quotas_jobattempt (job_id, number, started_at, status_reason, preempted)
+        SELECT id, attempts + 1, %(now)s, '', false FROM started
+    ), events AS (
+        INSERT INTO quotas_event (time, actor_name, kind, job_id, share_id, job_queue_id, detail)
+        SELECT %(now)s, 'system', %(kind)s, id, quota_share_id, %(queue)s, detail FROM started
+    )
+    SELECT id::text FROM started
+"""
+
+
+def _dispatch_detail(dispatch) -> dict:
+    return {
+        "borrowing": dispatch.borrowing,
+        # Who made room for it, so its timeline can name them.
+        "preempted": [p.job_id for p in dispatch.preempted],
+        "preemption_kind": dispatch.preempted[0].kind.value if dispatch.preempted else "",
+    }
+
+
+def _start_jobs(queue: JobQueue, plan: Plan, now: datetime) -> list[str]:
+    """Start the plan's jobs that are still RUNNABLE; their ids, in plan order."""
+    wanted = {d.job_id: d for d in plan.dispatches}
+    if not wanted:
+        return []
+    if connection.vendor == "postgresql":
+        ids = sorted(wanted)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                START_SQL,
+                {
+                    "ids": ids,
+                    "borrowing": [wanted[i].borrowing for i in ids],
+                    "details": [json.dumps(_dispatch_detail(wanted[i])) for i in ids],
+                    "now": now,
+                    "borrowed": START_REASONS[True],
+                    "within": START_REASONS[False],
+                    "kind": EventKind.DISPATCHED.value,
+                    "queue": queue.pk,
+                },
+            )
+            ready = {row[0] for row in cursor.fetchall()}
+    else:
+        ready = _start_jobs_portably(queue, wanted, now)
+    return [job_id for job_id in wanted if job_id in ready]
+
+
+def _start_jobs_portably(queue: JobQueue, wanted: dict, now: datetime) -> set[str]:
+    """The same through the ORM (SQLite, the embedded default)."""
+    share_of_ready = {
+        str(i): share_id
+        for i, share_id in Job.objects.select_for_update()
+        .filter(id__in=list(wanted), status=JobStatus.RUNNABLE)
+        .values_list("id", "quota_share_id")
+    }
+    for borrowing, reason in START_REASONS.items():
+        ids = [i for i in share_of_ready if wanted[i].borrowing is borrowing]
+        Job.objects.filter(id__in=ids).update(
+            status=JobStatus.SCHEDULED, scheduled_at=now, status_reason=reason, pending_reason=""
+        )
+    numbers = dict(
+        JobAttempt.objects.filter(job_id__in=list(share_of_ready))
+        .values_list("job_id")
+        .annotate(n=Count("id"))
+    )
+    numbers = {str(k): v for k, v in numbers.items()}
+    ready = sorted(share_of_ready)
+    JobAttempt.objects.bulk_create(
+        JobAttempt(job_id=i, number=numbers.get(i, 0) + 1, started_at=now) for i in ready
+    )
+    Event.objects.bulk_create(
+        Event(
+            time=now,
+            actor_name="system",
+            kind=EventKind.DISPATCHED,
+            job_id=i,
+            job_queue=queue,
+            share_id=share_of_ready[i],
+            detail=_dispatch_detail(wanted[i]),
+        )
+        for i in ready
+    )
+    return set(ready)
+
+
+def _preempt_victims(queue: JobQueue, plan: Plan, now: datetime) -> int:
+    """Victims go back to RUNNABLE (or FAILED once preemption retries are exhausted).
+
+    Victims are preempted even if their preemptor was terminated meanwhile: later dispatches
+    in the plan may rely on the capacity they free, and preempting never over-books.
+    """
+    preemptions = {p.job_id: p for p in plan.preemptions}
+    if not preemptions:
+        return 0
+    victims = list(
+        Job.objects.select_for_update().filter(id__in=list(preemptions), status__in=DISPATCHED)
+    )
+    events = []
+    for job in victims:
+        events += _preempt(job, preemptions[str(job.id)], queue, now)
+    # In bulk: a tick that reclaims hundreds of instances writes them in a few statements.
+    _write_preempted(victims)
+    for kind in {p.kind for p in preemptions.values()}:
+        ids = [j.pk for j in victims if preemptions[str(j.pk)].kind == kind]
+        JobAttempt.objects.filter(job_id__in=ids, stopped_at__isnull=True).update(
+            stopped_at=now, preempted=True, status_reason=PREEMPTION_REASONS[kind]
+        )
+    Event.objects.bulk_create(events)
+    return len(victims)
+
+
+PREEMPTED_FIELDS = [
+    "preempted_count",
+    "recent_preemptions",
+    "status",
+    "status_reason",
+    "stopped_at",
+    "scheduled_at",
+    "started_at",
+]
+PREEMPTED_UPDATE_SQL = """
+    UPDATE quotas_job AS j SET
+        preempted_count = v.preempted_count, recent_preemptions = v.recent::jsonb,
+        status = v.status, status_reason = v.reason, stopped_at = v.stopped_at,
+        scheduled_at = NULL, started_at = NULL
+    FROM unnest(%s::uuid[], %s::int[], %s::text[], %s::text[], %s::text[], %s::timestamptz[])
+        AS v(id, preempted_count, recent, status, reason, stopped_at)
+    WHERE j.id = v.id
+"""
+
+
+def _write_preempted(victims: list[Job]) -> None:
+    """One statement for every victim on PostgreSQL (Django's bulk_update builds a CASE per
+    field and row, which costs more than the rows themselves at a few hundred)."""
+    if connection.vendor != "postgresql":
+        Job.objects.bulk_update(victims, PREEMPTED_FIELDS, batch_size=500)
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            PREEMPTED_UPDATE_SQL,
+            [
+                [j.pk for j in victims],
+                [j.preempted_count for j in victims],
+                [json.dumps(j.recent_preemptions) for j in victims],
+                [j.status for j in victims],
+                [j.status_reason for j in victims],
+                [j.stopped_at for j in victims],
+            ],
+        )
+
+
+def _preempt(job: Job, preemption, queue: JobQueue, now: datetime) -> list[Event]:
+    """Set the victim's fields (not saved) and return its events."""
+    reason = PREEMPTION_REASONS[preemption.kind]
+    job.preempted_count += 1
+    recent = {
+        "started_at": job.scheduled_at.isoformat() if job.scheduled_at else None,
+        "stopped_at": now.isoformat(),
+        "status_reason": reason,
+        "kind": preemption.kind.value,
+        "preempted_by": preemption.preemptor_id,
+    }
+    job.recent_preemptions = [*job.recent_preemptions, recent][-RECENT_PREEMPTIONS_KEPT:]
+    retries = job.preemption_retries_before_termination
+    exhausted = retries is not None and job.preempted_count > retries
+    job.status = JobStatus.FAILED if exhausted else JobStatus.RUNNABLE
+    job.status_reason = RETRIES_EXHAUSTED if exhausted else reason
+    job.stopped_at = now if exhausted else None
+    job.scheduled_at = job.started_at = None  # written in bulk by the caller
+    events = [
+        Event(
+            time=now,
+            actor_name="system",
+            kind=PREEMPTION_EVENTS[preemption.kind],
+            job=job,
+            job_queue=queue,
+            share_id=job.quota_share_id,
+            detail={"preempted_by": preemption.preemptor_id, "reason": reason},
+        )
+    ]
+    if exhausted:
+        events.append(
+            Event(
+                time=now,
+                actor_name="system",
+                kind=EventKind.FAILED,
+                job=job,
+                job_queue=queue,
+                share_id=job.quota_share_id,
+                detail={"reason": RETRIES_EXHAUSTED},
+            )
+        )
+    return events
+
+
+PENDING_UPDATE_SQL = """
+    UPDATE quotas_job AS j SET pending_reason = v.reason
+    FROM unnest(%s::uuid[], %s::text[]) AS v(id, reason)
+    WHERE j.id = v.id AND j.status = 'RUNNABLE'
+"""
+
+
+def write_pending(loaded: Loaded, plan: Plan) -> int:
+    """Store pending reasons, touching only the rows whose reason changed."""
+    before = loaded.pending
+    changed = [
+        (job_id, p.reason) for job_id, p in plan.pending.items() if before.get(job_id) != p.reason
+    ]
+    if changed:
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                ids, reasons = zip(*changed, strict=True)
+                cursor.execute(PENDING_UPDATE_SQL, [list(ids), [str(r) for r in reasons]])
+        else:
+            rows = [Job(id=i, pending_reason=r) for i, r in changed]
+            Job.objects.bulk_update(rows, ["pending_reason"], batch_size=500)
+    _write_share_ranks(loaded, plan)
+    return len(changed)
+
+
+SHARE_RANKS_SQL = """
+    UPDATE quotas_quotashare AS s SET queue_rank = v.rank
+    FROM unnest(%s::bigint[], %s::int[]) AS v(id, rank)
+    WHERE s.id = v.id
+"""
+
+
+def _write_share_ranks(loaded: Loaded, plan: Plan) -> None:
+    ranks = {name: index for index, name in enumerate(plan.share_ranking)}
+    changed = [
+        (share_id, ranks.get(name))
+        for name, share_id in loaded.share_ids.items()
+        if loaded.share_ranks.get(name) != ranks.get(name)
+    ]
+    if not changed:
+        return
+    if connection.vendor == "postgresql":
+        # One statement: bulk_update's CASE per row costs more to build than to run at
+        # a thousand shares, whose ranks all move when a tick reorders the queue.
+        with connection.cursor() as cursor:
+            ids, values = zip(*changed, strict=True)
+            cursor.execute(SHARE_RANKS_SQL, [list(ids), list(values)])
+        return
+    rows = [QuotaShare(id=share_id, queue_rank=rank) for share_id, rank in changed]
+    QuotaShare.objects.bulk_update(rows, ["queue_rank"])
