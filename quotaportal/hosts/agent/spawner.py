@@ -11,7 +11,6 @@ Without pidfds (Linux < 5.3), or once the spawner fails, jobs start as before (P
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -85,8 +84,7 @@ class Spawner:
         """
         if self.broken:
             return None
-        with contextlib.suppress(FileNotFoundError):
-            code_path.unlink()  # a code left by an earlier agent's shim of the same rank
+        code_path.unlink(missing_ok=True)  # left by an earlier agent's shim of the same rank
         request = {
             "args": shim_args,
             "cwd": str(cwd),
