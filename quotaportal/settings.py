@@ -119,6 +119,13 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
         "timeout": 20,
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
     }
+elif envbool("QP_DB_PREPARED_STATEMENTS", True):
+    # PostgreSQL plans a statement the connection prepared once, not on every run: the hot
+    # paths (an agent's batch of reports and the tick it brings, a submit) repeat the same
+    # few dozen statements, and planning them cost as much as running them. Parameters are
+    # bound by the server, so the statement's text is the same on every run. Off for a
+    # pooler that cannot keep prepared statements (PgBouncer in transaction mode before 1.21).
+    DATABASES["default"]["OPTIONS"] = {"server_side_binding": True, "prepare_threshold": 2}
 REDIS_URL = os.environ.get("REDIS_URL", "")
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
