@@ -3,20 +3,26 @@ started jobs are placed on GPU slots (their agents learn of them at the next hea
 
 from __future__ import annotations
 
-from django.db.models import Sum
+from django.db import connection
 
-from quotaportal.hosts.models import GpuHost, HostState
+from quotaportal.hosts.models import HostState
 from quotaportal.hosts.services import mark_lost_hosts, place_started_jobs, requeue_unplaced
 from quotaportal.quotas.backends import EnvironmentBackend
+
+# Every tick asks (an agent's batch of reports brings one): written out, one short statement.
+READY_SLOTS_SQL = f"""
+    SELECT u.name, SUM(h.slots) FROM hosts_gpuhost h
+    JOIN quotas_capacityunit u ON u.id = h.capacity_unit_id
+    WHERE h.service_environment_id = %s AND h.state = '{HostState.READY}'
+    GROUP BY u.name
+"""
 
 
 class LocalBackend(EnvironmentBackend):
     def capacity(self, env, limits: dict[str, int]) -> dict[str, int]:
-        slots = dict(
-            GpuHost.objects.filter(service_environment=env, state=HostState.READY)
-            .values_list("capacity_unit__name")
-            .annotate(total=Sum("slots"))
-        )
+        with connection.cursor() as cursor:
+            cursor.execute(READY_SLOTS_SQL, [env.pk])
+            slots = dict(cursor.fetchall())
         return {unit: min(count, slots.get(unit, 0)) for unit, count in limits.items()}
 
     def advance(self, queue, now) -> None:

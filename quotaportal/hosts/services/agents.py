@@ -4,23 +4,13 @@ run). Its reports of starts, output and exits are in services.reports."""
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import time
+import uuid
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import (
-    BooleanField,
-    Count,
-    Exists,
-    ExpressionWrapper,
-    Max,
-    OuterRef,
-    Q,
-    Subquery,
-    Value,
-)
-from django.db.models.functions import Coalesce, NullIf
+from django.db import connection, transaction
 from django.utils import timezone
 
 from quotaportal.hosts.models import AgentToken, GpuHost, HostState, Placement
@@ -35,7 +25,6 @@ from quotaportal.hosts.services.tokens import check_host_name
 from quotaportal.quotas import redis_client, wakeups
 from quotaportal.quotas.errors import Forbidden, InvalidInput
 from quotaportal.quotas.models import DISPATCHED, CapacityUnit
-from quotaportal.quotas.subqueries import per_outer_row
 
 log = logging.getLogger(__name__)
 
@@ -146,48 +135,57 @@ def desired_placements(host: GpuHost) -> tuple[list[dict], int]:
     return desired, max((row[1] for row in rows), default=0)
 
 
+# A placement whose rank should be running: its attempt is open and it has not exited.
+_WANTED = (
+    f"(j.status IN ({', '.join(repr(str(status)) for status in DISPATCHED)}) "
+    "AND a.stopped_at IS NULL AND p.exit_code IS NULL AND p.exited_at IS NULL)"
+)
+# Every heartbeat and every answer to a batch of reports reads this: written out, where the
+# ORM spent longer building it than PostgreSQL took to run it. A rank's world is its attempt's
+# placements (rank 0's host is the master); a retry is held while an earlier attempt of its
+# job still has a rank open on a host that is not LOST. The newest placement is found by
+# MAX(id), which PostgreSQL reads off the primary key's end.
+PLACEMENT_ROWS_SQL = f"""
+    SELECT {_WANTED} AS wanted, p.id, a.job_id, a.number, p.rank, p.gpu_indices, j.command,
+        q.preemption_grace_seconds,
+        EXISTS (
+            SELECT 1 FROM quotas_jobattempt ea
+            JOIN hosts_placement ep ON ep.attempt_id = ea.id
+            JOIN hosts_gpuhost eh ON eh.id = ep.host_id
+            WHERE ea.job_id = a.job_id AND ea.number < a.number
+              AND ep.exit_code IS NULL AND ep.exited_at IS NULL AND eh.state <> '{HostState.LOST}'
+        ) AS hold,
+        (
+            SELECT COALESCE(NULLIF(mh.address, ''), mh.name) FROM hosts_placement mp
+            JOIN hosts_gpuhost mh ON mh.id = mp.host_id
+            WHERE mp.attempt_id = p.attempt_id AND mp.rank = 0
+        ) AS master,
+        (SELECT COUNT(*) FROM hosts_placement wp WHERE wp.attempt_id = p.attempt_id) AS world
+    FROM hosts_placement p
+    JOIN quotas_jobattempt a ON a.id = p.attempt_id
+    JOIN quotas_job j ON j.id = a.job_id
+    JOIN quotas_jobqueue q ON q.id = j.job_queue_id
+    WHERE p.host_id = %s
+      AND ({_WANTED} OR p.id = (SELECT MAX(n.id) FROM hosts_placement n WHERE n.host_id = %s))
+    ORDER BY p.attempt_id, p.rank
+"""
+
+
 def _placement_rows(host: GpuHost) -> list[tuple]:
     """The host's open placements (`wanted`), and its newest placement, wanted or not: its
     id is the horizon. Only the columns an answer sends, with each rank's world (its rank
     0's host, how many ranks) and whether it is held back."""
-    open_here = Q(
-        attempt__stopped_at__isnull=True,
-        attempt__job__status__in=DISPATCHED,
-        exit_code__isnull=True,
-        exited_at__isnull=True,
-    )
-    newest = per_outer_row(Placement.objects.filter(host=host), Max("id"), by="host_id")
-    earlier_still_running = Placement.objects.filter(
-        attempt__job_id=OuterRef("attempt__job_id"),
-        attempt__number__lt=OuterRef("attempt__number"),
-        exit_code__isnull=True,
-        exited_at__isnull=True,
-    ).exclude(host__state=HostState.LOST)
-    ranks = Placement.objects.filter(attempt_id=OuterRef("attempt_id"))
-    master = Coalesce(NullIf("host__address", Value("")), "host__name")
-    return list(
-        Placement.objects.filter(Q(host=host) & (open_here | Q(id=newest)))
-        .annotate(
-            wanted=ExpressionWrapper(open_here, output_field=BooleanField()),
-            hold=Exists(earlier_still_running),
-            master=Subquery(ranks.filter(rank=0).values(master=master)[:1]),
-            world_size=per_outer_row(ranks, Count("id"), by="attempt_id"),
-        )
-        .order_by("attempt_id", "rank")
-        .values_list(
-            "wanted",
-            "id",
-            "attempt__job_id",
-            "attempt__number",
-            "rank",
-            "gpu_indices",
-            "attempt__job__command",
-            "attempt__job__job_queue__preemption_grace_seconds",
-            "hold",
-            "master",
-            "world_size",
-        )
-    )
+    with connection.cursor() as cursor:
+        cursor.execute(PLACEMENT_ROWS_SQL, [host.pk, host.pk])
+        return [_typed(*row) for row in cursor.fetchall()]
+
+
+def _typed(wanted, pk, job, number, rank, gpus, command, grace, hold, master, world) -> tuple:
+    """A raw row's values as the ORM would give them: JSON arrives as text (and on SQLite
+    booleans as 0/1, a UUID as its 32 hex digits)."""
+    job = job if isinstance(job, uuid.UUID) else uuid.UUID(job)
+    gpus = json.loads(gpus)
+    return bool(wanted), pk, job, number, rank, gpus, command, grace, bool(hold), master, world
 
 
 MAX_WAIT_SECONDS = 20.0

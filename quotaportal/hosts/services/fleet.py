@@ -3,11 +3,13 @@ draining, releasing and deleting hosts."""
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from quotaportal.hosts.models import AgentToken, GpuHost, HostState, Placement
@@ -143,57 +145,88 @@ def delete_host(actor, host: GpuHost) -> None:
     record(actor, "resource_changed", action="deleted", resource="host", name=name)
 
 
+# The READY hosts' slots, each row with one slot list the host's open attempts hold (or none):
+# one statement for what the ORM read with two (hosts as models, then their placements).
+HOST_SLOTS_SQL = f"""
+    SELECT h.id, h.name, h.slots, h.gpu_indices, h.capacity_unit_id, p.slot_numbers
+    FROM hosts_gpuhost h
+    LEFT JOIN hosts_placement p ON p.host_id = h.id AND p.attempt_id IN (
+        SELECT a.id FROM quotas_jobattempt a WHERE a.stopped_at IS NULL
+    )
+    WHERE h.service_environment_id = %s AND h.state = '{HostState.READY}'
+"""
+
+
+@dataclass
+class _Host:
+    id: int
+    name: str
+    slots: int
+    gpu_indices: list
+    unit_id: int
+    taken: set = field(default_factory=set)
+
+    def free_slots(self) -> list[int]:
+        return [s for s in range(self.slots) if s not in self.taken]
+
+    def gpus_of(self, slots: list[int]) -> list[int]:
+        """The GPU indices these slots own (a slot without a listed group is its own GPU)."""
+        groups = self.gpu_indices
+        return [g for s in slots for g in (groups[s] if s < len(groups) else [s])]
+
+
+def _ready_hosts(env_id: int) -> dict[str, _Host]:
+    """The environment's READY hosts by name, each with the slots its open attempts hold."""
+    hosts: dict[str, _Host] = {}
+    with connection.cursor() as cursor:
+        cursor.execute(HOST_SLOTS_SQL, [env_id])
+        for host_id, name, slots, gpus, unit_id, taken in cursor.fetchall():
+            host = hosts.get(name) or hosts.setdefault(
+                name, _Host(host_id, name, slots, _json(gpus), unit_id)
+            )
+            host.taken.update(_json(taken) or ())
+    return hosts
+
+
+def _json(value):
+    """A JSON column's value from a raw row: its text (Django has psycopg leave JSON to the
+    field, and SQLite stores text); NULL stays None."""
+    return json.loads(value) if isinstance(value, str) else value
+
+
 def place_started_jobs(env: ServiceEnvironment, job_ids: list[str], now) -> list[str]:
     """Give each newly dispatched job GPU slots on READY hosts (fewest hosts first).
 
     Returns the jobs that could not be placed (capacity raced away); the caller requeues them.
     """
-    hosts = {
-        h.id: h for h in GpuHost.objects.filter(service_environment=env, state=HostState.READY)
-    }
-    taken: dict[int, set[int]] = defaultdict(set)
-    for host_id, slots in Placement.objects.filter(
-        host_id__in=list(hosts), attempt__stopped_at__isnull=True
-    ).values_list("host_id", "slot_numbers"):
-        taken[host_id].update(slots)
+    hosts = _ready_hosts(env.pk)
     # Only the columns placing needs, and the writes in bulk: this runs inside every tick
     # that starts work, so its cost is paid per freed GPU.
     jobs = JobAttempt.objects.filter(job_id__in=job_ids, stopped_at__isnull=True).values_list(
         "job_id", "id", "job__quantity", "job__capacity_unit_id"
     )
     order = {job_id: index for index, job_id in enumerate(job_ids)}
-    by_name = {h.name: h for h in hosts.values()}
     unplaced, placements = [], []
     first_hosts: dict[int, list[int]] = defaultdict(list)  # host id -> attempts it leads
     for job_id, attempt, quantity, unit_id in sorted(jobs, key=lambda j: order[str(j[0])]):
-        free_slots = {
-            h.name: [s for s in range(h.slots) if s not in taken[h.id]]
-            for h in hosts.values()
-            if h.capacity_unit_id == unit_id
-        }
+        free_slots = {h.name: h.free_slots() for h in hosts.values() if h.unit_id == unit_id}
         chosen = place(quantity, {name: len(s) for name, s in free_slots.items()})
         if chosen is None:
             unplaced.append(str(job_id))
             continue
         for rank, (host_name, count) in enumerate(chosen):
-            host = by_name[host_name]
-            slots = free_slots[host_name][:count]
-            taken[host.id].update(slots)
-            gpus = [
-                g
-                for s in slots
-                for g in (host.gpu_indices[s] if s < len(host.gpu_indices) else [s])
-            ]
+            host, slots = hosts[host_name], free_slots[host_name][:count]
+            host.taken.update(slots)
             placements.append(
                 Placement(
                     attempt_id=attempt,
-                    host=host,
+                    host_id=host.id,
                     rank=rank,
                     slot_numbers=slots,
-                    gpu_indices=gpus,
+                    gpu_indices=host.gpus_of(slots),
                 )
             )
-        first_hosts[by_name[chosen[0][0]].id].append(attempt)
+        first_hosts[hosts[chosen[0][0]].id].append(attempt)
     Placement.objects.bulk_create(placements)
     for host_id, attempt_ids in first_hosts.items():
         JobAttempt.objects.filter(pk__in=attempt_ids).update(host_id=host_id)

@@ -161,3 +161,8 @@ class JobAttempt(models.Model):
             models.UniqueConstraint(fields=["job", "number"], name="attempt_number_unique"),
             models.CheckConstraint(condition=Q(number__gte=1), name="attempt_number_positive"),
         ]
+        indexes = [
+            # The open attempts, a few among every attempt ever made: placing a started job
+            # reads which slots they hold, and that must not cost more as history grows.
+            models.Index(fields=["id"], condition=Q(stopped_at__isnull=True), name="attempt_open"),
+        ]
