@@ -23,6 +23,7 @@ from quotaportal.hosts.models import AgentToken, GpuHost, Placement
 from quotaportal.hosts.services.agents import host_of, host_work, remember_delivered
 from quotaportal.hosts.services.fleet import wake_held_retries
 from quotaportal.quotas import wakeups
+from quotaportal.quotas.bulk import update_objects
 from quotaportal.quotas.errors import InvalidInput
 from quotaportal.quotas.locks import lock_environment
 from quotaportal.quotas.models import Job
@@ -213,7 +214,7 @@ def _apply_starts(found: dict[int, Placement], starts: dict[int, datetime]) -> N
         return
     for placement_id, at in starts.items():
         found[placement_id].started_at = at
-    Placement.objects.bulk_update([found[p] for p in starts], ["started_at"])
+    update_objects([found[p] for p in starts], ["started_at"])
     mark_started_in_bulk(
         {
             found[p].attempt.job_id: at
@@ -234,7 +235,7 @@ def _apply_exits(host: GpuHost, found: dict[int, Placement], exits: dict[int, tu
         placement.exit_code, placement.exited_at = fields.get("exit_code"), at
         placement.output_tail = fields.get("output_tail", "")[-TAIL_CHARS:]
         closing.append((placement, fields))
-    Placement.objects.bulk_update(
+    update_objects(
         [placement for placement, _ in closing], ["exit_code", "exited_at", "output_tail"]
     )
     wake_held_retries(

@@ -10,6 +10,7 @@ from django.db import connection
 from django.db.models import Count
 
 from quotaportal.quotas.bridge.snapshot import Loaded
+from quotaportal.quotas.bulk import update_objects, update_rows
 from quotaportal.quotas.models import (
     DISPATCHED,
     Event,
@@ -190,35 +191,10 @@ PREEMPTED_FIELDS = [
     "scheduled_at",
     "started_at",
 ]
-PREEMPTED_UPDATE_SQL = """
-    UPDATE quotas_job AS j SET
-        preempted_count = v.preempted_count, recent_preemptions = v.recent::jsonb,
-        status = v.status, status_reason = v.reason, stopped_at = v.stopped_at,
-        scheduled_at = NULL, started_at = NULL
-    FROM unnest(%s::uuid[], %s::int[], %s::text[], %s::text[], %s::text[], %s::timestamptz[])
-        AS v(id, preempted_count, recent, status, reason, stopped_at)
-    WHERE j.id = v.id
-"""
 
 
 def _write_preempted(victims: list[Job]) -> None:
-    """One statement for every victim on PostgreSQL (Django's bulk_update builds a CASE per
-    field and row, which costs more than the rows themselves at a few hundred)."""
-    if connection.vendor != "postgresql":
-        Job.objects.bulk_update(victims, PREEMPTED_FIELDS, batch_size=500)
-        return
-    with connection.cursor() as cursor:
-        cursor.execute(
-            PREEMPTED_UPDATE_SQL,
-            [
-                [j.pk for j in victims],
-                [j.preempted_count for j in victims],
-                [json.dumps(j.recent_preemptions) for j in victims],
-                [j.status for j in victims],
-                [j.status_reason for j in victims],
-                [j.stopped_at for j in victims],
-            ],
-        )
+    update_objects(victims, PREEMPTED_FIELDS)
 
 
 def _preempt(job: Job, preemption, queue: JobQueue, now: datetime) -> list[Event]:
@@ -265,13 +241,6 @@ def _preempt(job: Job, preemption, queue: JobQueue, now: datetime) -> list[Event
     return events
 
 
-PENDING_UPDATE_SQL = """
-    UPDATE quotas_job AS j SET pending_reason = v.reason
-    FROM unnest(%s::uuid[], %s::text[]) AS v(id, reason)
-    WHERE j.id = v.id AND j.status = 'RUNNABLE'
-"""
-
-
 def write_pending(loaded: Loaded, plan: Plan) -> int:
     """Store pending reasons, touching only the rows whose reason changed."""
     before = loaded.pending
@@ -279,22 +248,13 @@ def write_pending(loaded: Loaded, plan: Plan) -> int:
         (job_id, p.reason) for job_id, p in plan.pending.items() if before.get(job_id) != p.reason
     ]
     if changed:
-        if connection.vendor == "postgresql":
-            with connection.cursor() as cursor:
-                ids, reasons = zip(*changed, strict=True)
-                cursor.execute(PENDING_UPDATE_SQL, [list(ids), [str(r) for r in reasons]])
-        else:
-            rows = [Job(id=i, pending_reason=r) for i, r in changed]
-            Job.objects.bulk_update(rows, ["pending_reason"], batch_size=500)
+        ids, reasons = zip(*changed, strict=True)
+        reasons = [str(reason) for reason in reasons]
+        update_rows(
+            Job, list(ids), {"pending_reason": reasons}, only_if=("status", [JobStatus.RUNNABLE])
+        )
     _write_share_ranks(loaded, plan)
     return len(changed)
-
-
-SHARE_RANKS_SQL = """
-    UPDATE quotas_quotashare AS s SET queue_rank = v.rank
-    FROM unnest(%s::bigint[], %s::int[]) AS v(id, rank)
-    WHERE s.id = v.id
-"""
 
 
 def _write_share_ranks(loaded: Loaded, plan: Plan) -> None:
@@ -304,14 +264,6 @@ def _write_share_ranks(loaded: Loaded, plan: Plan) -> None:
         for name, share_id in loaded.share_ids.items()
         if loaded.share_ranks.get(name) != ranks.get(name)
     ]
-    if not changed:
-        return
-    if connection.vendor == "postgresql":
-        # One statement: bulk_update's CASE per row costs more to build than to run at
-        # a thousand shares, whose ranks all move when a tick reorders the queue.
-        with connection.cursor() as cursor:
-            ids, values = zip(*changed, strict=True)
-            cursor.execute(SHARE_RANKS_SQL, [list(ids), list(values)])
-        return
-    rows = [QuotaShare(id=share_id, queue_rank=rank) for share_id, rank in changed]
-    QuotaShare.objects.bulk_update(rows, ["queue_rank"])
+    if changed:
+        ids, ranks_now = zip(*changed, strict=True)
+        update_rows(QuotaShare, list(ids), {"queue_rank": list(ranks_now)})

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Case, DateTimeField, F, Value, When
 from django.utils import timezone
 
 from quotaportal.quotas import wakeups
+from quotaportal.quotas.bulk import update_rows
 from quotaportal.quotas.models import DISPATCHED, Event, EventKind, Job, JobAttempt, JobStatus
 from quotaportal.quotas.services.audit import event_row, record
 from quotaportal.quotas.services.retries import should_retry
@@ -117,25 +118,78 @@ def succeed_in_bulk(
     in_tick: bool = False,
     announce: bool = True,
 ) -> int:
-    """end_attempt(succeeded=True) for many jobs in a handful of statements: a busy simulated
-    queue ends dozens of jobs per tick, an agent's batch of reports several. The number of
-    jobs ended (those still dispatched).
+    """end_attempt(succeeded=True) for many jobs in one statement (PostgreSQL; a handful on
+    SQLite): a busy simulated queue ends dozens of jobs per tick, an agent's batch of reports
+    several. The number of jobs ended (those still dispatched).
 
     `ended_at`: job id -> when it ended, for jobs that did not end `now` (an agent saw it).
     `in_tick`: called by the tick itself, which plans the change next, so none is asked for.
     `announce` False: nothing is left to stop (the reporting agent ran the jobs' last ranks).
     """
+    when = {str(pk): (ended_at or {}).get(pk, now) for pk in job_ids}
+    if connection.vendor == "postgresql":
+        queue_ids = _succeed_at_once(when, status_reason)
+    else:
+        queue_ids = _succeed_portably(when, status_reason)
+    for queue_id in sorted(set(queue_ids)):
+        queue_changed(queue_id, tick=not in_tick)
+        if announce:
+            wakeups.announce_queue(queue_id)
+    return len(queue_ids)
+
+
+# succeed_in_bulk's writes as one statement: the jobs still dispatched end, their open
+# attempts stop, and each gets its SUCCEEDED event. Every exit an agent reports runs it.
+SUCCEED_SQL = f"""
+    WITH ending AS (
+        SELECT * FROM unnest(%(ids)s::uuid[], %(ended)s::timestamptz[]) AS v(id, ended_at)
+    ), ended AS (
+        UPDATE quotas_job AS j SET status = 'SUCCEEDED', status_reason = %(reason)s,
+            stopped_at = e.ended_at, attempt_count = j.attempt_count + 1
+        FROM ending AS e
+        WHERE j.id = e.id AND j.status IN ({", ".join(repr(str(s)) for s in DISPATCHED)})
+        RETURNING j.id, j.job_queue_id, j.quota_share_id, j.attempt_count, e.ended_at
+    ), attempts AS (
+        UPDATE quotas_jobattempt AS a SET stopped_at = e.ended_at,
+            status_reason = %(reason)s, exit_code = 0
+        FROM ended AS e
+        WHERE a.job_id = e.id AND a.stopped_at IS NULL
+    ), events AS (
+        INSERT INTO quotas_event (time, actor_name, kind, job_id, share_id, job_queue_id, detail)
+        SELECT ended_at, 'system', '{EventKind.SUCCEEDED}', id, quota_share_id, job_queue_id,
+            jsonb_build_object(
+                'reason', %(reason)s::text, 'exit_code', 0, 'attempt', attempt_count
+            )
+        FROM ended
+    )
+    SELECT job_queue_id FROM ended
+"""
+
+
+def _succeed_at_once(when: dict, status_reason: str) -> list[int]:
+    """The queue of each job that ended (one entry per job)."""
+    ids = list(when)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            SUCCEED_SQL,
+            {"ids": ids, "ended": [when[i] for i in ids], "reason": status_reason},
+        )
+        return [queue_id for (queue_id,) in cursor.fetchall()]
+
+
+def _succeed_portably(when: dict, status_reason: str) -> list[int]:
+    """The same through the ORM (SQLite, the embedded default)."""
     # No savepoint inside a caller's transaction (a batch of reports, a tick): a failure
     # here fails the caller anyway, and the two statements of a savepoint are saved.
     with transaction.atomic(savepoint=False):
         rows = list(
             Job.objects.select_for_update()
-            .filter(pk__in=job_ids, status__in=DISPATCHED)
+            .filter(pk__in=list(when), status__in=DISPATCHED)
             .values_list("id", "job_queue_id", "quota_share_id", "attempt_count")
         )
         if not rows:
-            return 0
-        when = {pk: (ended_at or {}).get(pk, now) for pk, _, _, _ in rows}
+            return []
+        when = {pk: when[str(pk)] for pk, _, _, _ in rows}
         JobAttempt.objects.filter(job_id__in=list(when), stopped_at__isnull=True).update(
             stopped_at=_per_row(when, "job_id"), status_reason=status_reason, exit_code=0
         )
@@ -158,11 +212,7 @@ def succeed_in_bulk(
             )
             for pk, queue_id, share_id, count in rows
         )
-    for queue_id in sorted({queue_id for _, queue_id, _, _ in rows}):
-        queue_changed(queue_id, tick=not in_tick)
-        if announce:
-            wakeups.announce_queue(queue_id)
-    return len(rows)
+    return [queue_id for _, queue_id, _, _ in rows]
 
 
 def enforce_attempt_timeouts(queue_id: int, now) -> None:
@@ -188,9 +238,12 @@ def mark_started_in_bulk(started: dict) -> int:
     when it started."""
     if not started:
         return 0
-    return Job.objects.filter(
-        pk__in=list(started), status__in=(JobStatus.SCHEDULED, JobStatus.STARTING)
-    ).update(status=JobStatus.RUNNING, started_at=_per_row(started))
+    return update_rows(
+        Job,
+        list(started),
+        {"status": [JobStatus.RUNNING] * len(started), "started_at": list(started.values())},
+        only_if=("status", [JobStatus.SCHEDULED, JobStatus.STARTING]),
+    )
 
 
 def _per_row(values: dict, key: str = "pk"):

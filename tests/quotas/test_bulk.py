@@ -1,0 +1,67 @@
+"""update_rows and update_objects: each row gets its own values in one statement, and a row
+that no longer meets the condition keeps its own."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from quotaportal.quotas.bulk import update_objects, update_rows
+from quotaportal.quotas.models import Job, JobStatus
+from tests.conftest import submit
+
+pytestmark = pytest.mark.django_db
+
+
+def test_each_row_gets_its_own_values_in_one_statement(people, fleet):
+    jobs = [submit(people.alice, fleet, name=f"j{n}") for n in range(3)]
+    start = timezone.now()
+    times = [start + timedelta(seconds=n) for n in range(3)]
+    with CaptureQueriesContext(connection) as queries:
+        updated = update_rows(
+            Job,
+            [j.pk for j in jobs],
+            {"status_reason": ["a", "b's", "c"], "started_at": times},
+        )
+    assert updated == 3
+    if connection.vendor == "postgresql":
+        assert len(queries) == 1
+    rows = {j.pk: j for j in Job.objects.filter(pk__in=[j.pk for j in jobs])}
+    assert [rows[j.pk].status_reason for j in jobs] == ["a", "b's", "c"]
+    assert [rows[j.pk].started_at for j in jobs] == times
+
+
+def test_a_row_that_fails_the_condition_keeps_its_values(people, fleet):
+    waiting, ended = submit(people.alice, fleet, name="waiting"), submit(people.alice, fleet)
+    Job.objects.filter(pk=ended.pk).update(status=JobStatus.SUCCEEDED)
+    updated = update_rows(
+        Job,
+        [waiting.pk, ended.pk],
+        {"pending_reason": ["BEHIND_SHARE_HEAD", "BEHIND_SHARE_HEAD"]},
+        only_if=("status", [JobStatus.RUNNABLE]),
+    )
+    assert updated == 1
+    assert Job.objects.get(pk=waiting.pk).pending_reason == "BEHIND_SHARE_HEAD"
+    assert Job.objects.get(pk=ended.pk).pending_reason != "BEHIND_SHARE_HEAD"
+
+
+def test_objects_write_their_json_and_null_fields(people, fleet):
+    job = submit(people.alice, fleet)
+    job.recent_preemptions = [{"kind": "CROSS_SHARE", "note": 'quote " and \\ slash'}]
+    job.scheduled_at = None
+    job.preempted_count = 4
+    assert update_objects([job], ["recent_preemptions", "scheduled_at", "preempted_count"]) == 1
+    stored = Job.objects.get(pk=job.pk)
+    assert stored.recent_preemptions == job.recent_preemptions
+    assert stored.scheduled_at is None and stored.preempted_count == 4
+
+
+def test_nothing_to_write_costs_no_statement(people, fleet):
+    with CaptureQueriesContext(connection) as queries:
+        assert update_rows(Job, [], {"status_reason": []}) == 0
+        assert update_objects([], ["status_reason"]) == 0
+    assert len(queries) == 0
