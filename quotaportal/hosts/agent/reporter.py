@@ -1,6 +1,11 @@
 """The agent's reports (a rank started, its output, its exit) leave from a thread of their own,
 in order, as many per request as have piled up: the agent's loop never waits on the network,
-and a host running many short jobs sends one request where it had a dozen."""
+and a host running many short jobs sends one request where it had a dozen.
+
+An exit goes at once: it frees GPUs, and its answer brings their next jobs. A start or some
+output waits up to LINGER for an exit to ride with: its time is its age, not its arrival, so
+waiting costs it nothing, while a request of its own would cost the server a transaction and
+could hold up the exit that follows it (a request at a time is in flight)."""
 
 from __future__ import annotations
 
@@ -16,6 +21,7 @@ log = logging.getLogger("quotaportal-agent")
 MAX_BATCH = 256  # the server's limit per request
 MAX_RETRY_DELAY = 5.0
 MAX_AGE = 7 * 86_400.0  # the server refuses older ages; an older event is dated this old
+LINGER = 0.25  # seconds a start or output report waits for an exit to go with
 
 
 def aged(batch: list[tuple[float, dict]]) -> list[dict]:
@@ -32,6 +38,8 @@ class Reporter:
         self.on_work = on_work  # called with an answer that says what should run here now
         self.auth_error: AuthError | None = None  # the agent's loop raises it
         self._pending: deque[tuple[float, dict]] = deque()  # (when seen, report)
+        self._exits = 0  # exit reports in _pending: the batch goes at once
+        self._hurry = False  # drain: send what is pending without lingering
         self._changed = threading.Condition()
         self._closing = False
         self._batches = True  # False once a server without the batch endpoint answered
@@ -42,6 +50,7 @@ class Reporter:
         """Queue a report of an event that happened just now."""
         with self._changed:
             self._pending.append((time.monotonic(), report))
+            self._exits += report["event"] == "exited"
             self._changed.notify_all()
 
     def unanswered(self) -> set[int]:
@@ -53,7 +62,12 @@ class Reporter:
     def drain(self, timeout: float) -> bool:
         """Wait until every report has been sent (or dropped); False if time ran out."""
         with self._changed:
-            return self._changed.wait_for(lambda: not self._pending, timeout)
+            self._hurry = True
+            self._changed.notify_all()
+            try:
+                return self._changed.wait_for(lambda: not self._pending, timeout)
+            finally:
+                self._hurry = False
 
     def close(self) -> None:
         with self._changed:
@@ -64,9 +78,10 @@ class Reporter:
         delay = 0.25
         while True:
             with self._changed:
-                self._changed.wait_for(lambda: self._pending or self._closing)
-                if not self._pending:
-                    return
+                while (wait := self._wait_before_sending()) != 0:
+                    if wait is None and self._closing:
+                        return
+                    self._changed.wait(wait)
                 batch = [self._pending[i] for i in range(min(len(self._pending), MAX_BATCH))]
             try:
                 self._send(aged(batch))
@@ -84,8 +99,18 @@ class Reporter:
             delay = 0.25
             with self._changed:
                 for _ in batch:
-                    self._pending.popleft()
+                    _, report = self._pending.popleft()
+                    self._exits -= report["event"] == "exited"
                 self._changed.notify_all()
+
+    def _wait_before_sending(self) -> float | None:
+        """0: send now; else how long the pending reports may linger (None: none pending)."""
+        if not self._pending:
+            return None
+        if self._exits or self._closing or self._hurry:
+            return 0
+        oldest = self._pending[0][0]
+        return max(0.0, oldest + LINGER - time.monotonic())
 
     def _send(self, batch: list[dict]) -> None:
         if self._batches:
