@@ -419,7 +419,7 @@ def test_a_batch_and_the_tick_it_brings_make_a_fixed_number_of_queries(
     assert [p["job_id"] for p in batch.work["placements"]] == [str(second.pk)]
 
 
-BATCH_QUERIES = 32
+BATCH_QUERIES = 27
 
 
 def test_a_batchs_tick_leaves_time_driven_state_to_the_workers_ticks(one_slot, people):

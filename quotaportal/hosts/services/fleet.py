@@ -4,7 +4,6 @@ draining, releasing and deleting hosts."""
 from __future__ import annotations
 
 import json
-from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -207,7 +206,6 @@ def place_started_jobs(env: ServiceEnvironment, job_ids: list[str], now) -> list
     )
     order = {job_id: index for index, job_id in enumerate(job_ids)}
     unplaced, placements = [], []
-    first_hosts: dict[int, list[int]] = defaultdict(list)  # host id -> attempts it leads
     for job_id, attempt, quantity, unit_id in sorted(jobs, key=lambda j: order[str(j[0])]):
         free_slots = {h.name: h.free_slots() for h in hosts.values() if h.unit_id == unit_id}
         chosen = place(quantity, {name: len(s) for name, s in free_slots.items()})
@@ -226,11 +224,46 @@ def place_started_jobs(env: ServiceEnvironment, job_ids: list[str], now) -> list
                     gpu_indices=host.gpus_of(slots),
                 )
             )
-        first_hosts[hosts[chosen[0][0]].id].append(attempt)
-    Placement.objects.bulk_create(placements)
-    for host_id, attempt_ids in first_hosts.items():
-        JobAttempt.objects.filter(pk__in=attempt_ids).update(host_id=host_id)
+    _save_placements(placements)
     return unplaced
+
+
+# The placements and, on each attempt, its rank 0's host, in one statement.
+PLACE_SQL = """
+    WITH placed AS (
+        INSERT INTO hosts_placement
+            (attempt_id, host_id, rank, slot_numbers, gpu_indices, output_tail)
+        SELECT * FROM unnest(
+            %s::bigint[], %s::bigint[], %s::int[], %s::jsonb[], %s::jsonb[], %s::text[]
+        )
+        RETURNING attempt_id, host_id, rank
+    )
+    UPDATE quotas_jobattempt AS a SET host_id = p.host_id
+    FROM placed AS p WHERE a.id = p.attempt_id AND p.rank = 0
+"""
+
+
+def _save_placements(placements: list[Placement]) -> None:
+    if not placements:
+        return
+    if connection.vendor != "postgresql":
+        Placement.objects.bulk_create(placements)
+        for placement in placements:
+            if placement.rank == 0:
+                JobAttempt.objects.filter(pk=placement.attempt_id).update(host_id=placement.host_id)
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            PLACE_SQL,
+            [
+                [p.attempt_id for p in placements],
+                [p.host_id for p in placements],
+                [p.rank for p in placements],
+                [json.dumps(p.slot_numbers) for p in placements],
+                [json.dumps(p.gpu_indices) for p in placements],
+                [p.output_tail for p in placements],
+            ],
+        )
 
 
 def requeue_unplaced(job_ids: list[str]) -> None:
