@@ -9,10 +9,11 @@ the embedded default) use bulk_update.
 
 from __future__ import annotations
 
+import json
 from functools import cache
 
 from django.db import connection
-from django.db.models import Model
+from django.db.models import JSONField, Model
 
 
 def update_rows(model: type[Model], pks: list, values: dict[str, list], only_if: tuple = ()) -> int:
@@ -28,15 +29,20 @@ def update_rows(model: type[Model], pks: list, values: dict[str, list], only_if:
         return _update_portably(model, pks, values, only_if)
     fields = tuple(values)
     columns = [model._meta.get_field(name) for name in fields]
-    arrays = [list(pks)] + [
-        [column.get_db_prep_value(value, connection) for value in values[column.name]]
-        for column in columns
-    ]
+    arrays = [list(pks)] + [_as_sent(column, values[column.name]) for column in columns]
     if only_if:
         arrays.append(list(only_if[1]))
     with connection.cursor() as cursor:
         cursor.execute(_update_sql(model, fields, only_if[0] if only_if else ""), arrays)
         return cursor.rowcount
+
+
+def _as_sent(column, values: list) -> list:
+    """A column's values as the array carries them: JSON as its text (cast to jsonb by the
+    statement); the rest as they are, which psycopg adapts (a tick may send 100k of them)."""
+    if isinstance(column, JSONField):
+        return [None if v is None else json.dumps(v, cls=column.encoder) for v in values]
+    return list(values)
 
 
 def update_objects(objs: list[Model], fields: list[str], only_if: tuple = ()) -> int:

@@ -158,6 +158,8 @@ HOST_SLOTS_SQL = f"""
 
 @dataclass
 class _Host:
+    """A READY host as placing sees it: its slots, their GPUs, and the slots taken so far."""
+
     id: int
     name: str
     slots: int
@@ -180,10 +182,9 @@ def _ready_hosts(env_id: int) -> dict[str, _Host]:
     with connection.cursor() as cursor:
         cursor.execute(HOST_SLOTS_SQL, [env_id])
         for host_id, name, slots, gpus, unit_id, taken in cursor.fetchall():
-            host = hosts.get(name) or hosts.setdefault(
-                name, _Host(host_id, name, slots, _json(gpus), unit_id)
-            )
-            host.taken.update(_json(taken) or ())
+            if name not in hosts:
+                hosts[name] = _Host(host_id, name, slots, _json(gpus), unit_id)
+            hosts[name].taken.update(_json(taken) or ())
     return hosts
 
 
