@@ -57,7 +57,8 @@ def test_objects_write_their_json_and_null_fields(people, fleet):
     assert update_objects([job], ["recent_preemptions", "scheduled_at", "preempted_count"]) == 1
     stored = Job.objects.get(pk=job.pk)
     assert stored.recent_preemptions == job.recent_preemptions
-    assert stored.scheduled_at is None and stored.preempted_count == 4
+    assert stored.scheduled_at is None
+    assert stored.preempted_count == 4
 
 
 def test_nothing_to_write_costs_no_statement(people, fleet):

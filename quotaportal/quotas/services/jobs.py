@@ -32,7 +32,7 @@ from quotaportal.quotas.permissions import (
 )
 from quotaportal.quotas.services.audit import record
 from quotaportal.quotas.services.retries import check_evaluate_on_exit
-from quotaportal.quotas.services.ticks import queue_changed
+from quotaportal.quotas.services.ticks import queue_changed, queue_changed_at_commit
 from scheduler.validation import priority_error, submission_error
 
 
@@ -241,8 +241,7 @@ def _create(actor, job_queue, share, unit, fields: dict, fingerprint: str, now) 
     job = _new_job(actor, job_queue, share, unit, fields, fingerprint, now)
     job.save(force_insert=True)
     _submitted_event(actor, job, now).save(force_insert=True)
-    # Last, in the same commit: the queue's row stays locked only while this one commits.
-    queue_changed(job_queue.pk)
+    queue_changed_at_commit(job_queue.pk)
     return job
 
 
