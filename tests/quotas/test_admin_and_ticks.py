@@ -54,8 +54,11 @@ def test_a_submit_enqueues_a_tick_only_after_commit(
     monkeypatch.setattr(
         tasks.tick_queue, "delay", lambda queue_id, immediate: sent.append(queue_id)
     )
+    version = models.JobQueue.objects.get(pk=fleet.queue.pk).state_version
     with django_capture_on_commit_callbacks(execute=True) as callbacks:
         submit(people.alice, fleet)
         assert sent == []  # nothing leaves before the transaction commits
-    assert len(callbacks) == 1
+        assert models.JobQueue.objects.get(pk=fleet.queue.pk).state_version == version
+    assert len(callbacks) == 2  # the queue's version moves, then its tick is enqueued
     assert sent == [fleet.queue.id]
+    assert models.JobQueue.objects.get(pk=fleet.queue.pk).state_version == version + 1
