@@ -21,6 +21,7 @@ from quotaportal.quotas.models import (
     JobStatus,
     QuotaShare,
 )
+from quotaportal.quotas.services.audit import event_row
 from scheduler import Plan, PreemptionKind
 
 RECENT_PREEMPTIONS_KEPT = 10
@@ -142,14 +143,13 @@ def _start_jobs_portably(queue: JobQueue, wanted: dict, now: datetime) -> set[st
         JobAttempt(job_id=i, number=numbers.get(i, 0) + 1, started_at=now) for i in ready
     )
     Event.objects.bulk_create(
-        Event(
-            time=now,
-            actor_name="system",
-            kind=EventKind.DISPATCHED,
+        event_row(
+            EventKind.DISPATCHED,
             job_id=i,
-            job_queue=queue,
+            queue_id=queue.pk,
             share_id=share_of_ready[i],
-            detail=_dispatch_detail(wanted[i]),
+            when=now,
+            **_dispatch_detail(wanted[i]),
         )
         for i in ready
     )
@@ -215,29 +215,18 @@ def _preempt(job: Job, preemption, queue: JobQueue, now: datetime) -> list[Event
     job.status_reason = RETRIES_EXHAUSTED if exhausted else reason
     job.stopped_at = now if exhausted else None
     job.scheduled_at = job.started_at = None  # written in bulk by the caller
+    about_job = {"job_id": job.pk, "queue_id": queue.pk, "share_id": job.quota_share_id}
     events = [
-        Event(
-            time=now,
-            actor_name="system",
-            kind=PREEMPTION_EVENTS[preemption.kind],
-            job=job,
-            job_queue=queue,
-            share_id=job.quota_share_id,
-            detail={"preempted_by": preemption.preemptor_id, "reason": reason},
+        event_row(
+            PREEMPTION_EVENTS[preemption.kind],
+            **about_job,
+            when=now,
+            preempted_by=preemption.preemptor_id,
+            reason=reason,
         )
     ]
     if exhausted:
-        events.append(
-            Event(
-                time=now,
-                actor_name="system",
-                kind=EventKind.FAILED,
-                job=job,
-                job_queue=queue,
-                share_id=job.quota_share_id,
-                detail={"reason": RETRIES_EXHAUSTED},
-            )
-        )
+        events.append(event_row(EventKind.FAILED, **about_job, when=now, reason=RETRIES_EXHAUSTED))
     return events
 
 

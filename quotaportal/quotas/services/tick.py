@@ -230,7 +230,8 @@ def bucket_of(seconds: float) -> str:
 # One statement whether or not the bucket's row exists yet (PostgreSQL, and SQLite 3.24+).
 _STATS = TickStat._meta.db_table
 COUNT_TICK_SQL = f"""
-    INSERT INTO {_STATS} (job_queue_id, bucket, count, seconds) VALUES (%s, %s, 1, %s)
+    INSERT INTO {_STATS} (job_queue_id, bucket, count, seconds)
+    VALUES (%(queue)s, %(bucket)s, 1, %(seconds)s)
     ON CONFLICT (job_queue_id, bucket) DO UPDATE
     SET count = {_STATS}.count + 1, seconds = {_STATS}.seconds + excluded.seconds
 """
@@ -238,12 +239,7 @@ COUNT_TICK_SQL = f"""
 
 # Every tick writes both (a batch of reports brings one): on PostgreSQL in one statement.
 RECORD_RUN_SQL = f"""
-    WITH counted AS (
-        INSERT INTO {_STATS} (job_queue_id, bucket, count, seconds)
-        VALUES (%(queue)s, %(bucket)s, 1, %(seconds)s)
-        ON CONFLICT (job_queue_id, bucket) DO UPDATE
-        SET count = {_STATS}.count + 1, seconds = {_STATS}.seconds + excluded.seconds
-    )
+    WITH counted AS ({COUNT_TICK_SQL})
     INSERT INTO quotas_schedulerrun (job_queue_id, started_at, duration_ms, dispatched,
         preempted, skipped, replanned, error, backend_calls)
     VALUES (%(queue)s, %(started_at)s, %(duration_ms)s, %(dispatched)s, %(preempted)s,
@@ -255,7 +251,7 @@ RECORD_RUN_SQL = f"""
 def count_tick(queue_id: int, bucket: str, seconds: float) -> None:
     """Add one tick to the queue's cumulative counters (for /metrics)."""
     with connection.cursor() as cursor:
-        cursor.execute(COUNT_TICK_SQL, [queue_id, bucket, seconds])
+        cursor.execute(COUNT_TICK_SQL, {"queue": queue_id, "bucket": bucket, "seconds": seconds})
 
 
 @dataclass
