@@ -9,7 +9,7 @@ from django.db import connection, transaction
 
 from quotaportal.quotas import services
 from quotaportal.quotas.locks import ADVISORY_LOCKS
-from quotaportal.quotas.models import Job, SchedulerRun
+from quotaportal.quotas.models import Job, JobQueue, SchedulerRun
 from quotaportal.quotas.selectors import job_positions
 from scheduler import Dispatch, Plan
 from tests.conftest import submit
@@ -38,7 +38,10 @@ def test_a_tick_with_nothing_changed_skips_planning_until_something_changes(peop
     services.run_tick(fleet.queue.id)
     services.run_tick(fleet.queue.id)  # RUNNING now; planned and settled
     assert services.run_tick(fleet.queue.id).replanned is False
+    version = JobQueue.objects.get(pk=fleet.queue.pk).state_version
     submit(people.alice, fleet, name="second")
+    # The submit did not move the version: the active-job count tells the tick.
+    assert JobQueue.objects.get(pk=fleet.queue.pk).state_version == version
     run = services.run_tick(fleet.queue.id)
     assert (run.replanned, run.dispatched) == (True, 1)
 

@@ -32,7 +32,7 @@ from quotaportal.quotas.permissions import (
 )
 from quotaportal.quotas.services.audit import record
 from quotaportal.quotas.services.retries import check_evaluate_on_exit
-from quotaportal.quotas.services.ticks import queue_changed, queue_changed_at_commit
+from quotaportal.quotas.services.ticks import queue_changed, tick_after_commit
 from scheduler.validation import priority_error, submission_error
 
 
@@ -241,7 +241,10 @@ def _create(actor, job_queue, share, unit, fields: dict, fingerprint: str, now) 
     job = _new_job(actor, job_queue, share, unit, fields, fingerprint, now)
     job.save(force_insert=True)
     _submitted_event(actor, job, now).save(force_insert=True)
-    queue_changed_at_commit(job_queue.pk)
+    # No version bump (queue_changed): a new job raises the queue's active-job count, which
+    # the tick compares as well, so the next tick plans it. Every submit to a queue writing
+    # the queue's row made concurrent submits, and ticks, take turns on that row.
+    tick_after_commit(job_queue.pk)
     return job
 
 

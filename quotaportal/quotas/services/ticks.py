@@ -11,7 +11,7 @@ from datetime import datetime
 from functools import partial
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import F
 
 from quotaportal.quotas import redis_client, wakeups
@@ -30,33 +30,6 @@ def queue_changed(queue_id: int, *, tick: bool = True) -> None:
     JobQueue.objects.filter(pk=queue_id).update(state_version=F("state_version") + 1)
     if tick:
         tick_after_commit(queue_id)
-
-
-def queue_changed_at_commit(queue_id: int) -> None:
-    """queue_changed for a submit: the version moves once the caller's transaction has
-    committed, in a short transaction of its own.
-
-    Every submit to a queue writes its row: inside the submit's transaction the row stayed
-    locked until that commit reached the disk, so concurrent submits took turns at the fsync
-    (and one slow fsync held up every client). The bump needs no fsync of its own (lost in a
-    crash, the active-job count still tells the tick the queue changed), and a tick that read
-    the old version just after the job's commit has planned the job already, so a late bump
-    costs at most one re-plan.
-    """
-    transaction.on_commit(partial(_bump_version, queue_id))
-    tick_after_commit(queue_id)
-
-
-def _bump_version(queue_id: int) -> None:
-    if connection.vendor != "postgresql":
-        JobQueue.objects.filter(pk=queue_id).update(state_version=F("state_version") + 1)
-        return
-    with transaction.atomic(), connection.cursor() as cursor:
-        # No parameters, so both go in one round trip (the id is an integer).
-        cursor.execute(
-            "SET LOCAL synchronous_commit TO OFF; UPDATE quotas_jobqueue "
-            f"SET state_version = state_version + 1 WHERE id = {int(queue_id)}"
-        )
 
 
 def tick_after_commit(queue_id: int) -> None:
