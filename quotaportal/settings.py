@@ -194,7 +194,7 @@ QP_METRICS_ALLOWED_IPS = _networks(os.environ.get("QP_METRICS_ALLOWED_IPS", ""))
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "quotaportal.api.authentication.KeptTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],

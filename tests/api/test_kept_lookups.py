@@ -40,8 +40,8 @@ def queries_of(people, fleet, **fields) -> int:
 def test_a_second_submit_reads_none_of_the_rows_it_is_checked_against(people, fleet):
     cold = queries_of(people, fleet)
     warm = queries_of(people, fleet)
-    # queue, share, teams, unit, capacity, the end of its first reservation, limits
-    assert cold - warm == 7
+    # the token, queue, share, teams, unit, capacity, the end of its first reservation, limits
+    assert cold - warm == 8
 
 
 def test_without_redis_nothing_is_kept(people, fleet, settings):
