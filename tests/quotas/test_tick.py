@@ -7,7 +7,7 @@ import threading
 import pytest
 from django.db import connection, transaction
 
-from quotaportal.quotas import services
+from quotaportal.quotas import bridge, services
 from quotaportal.quotas.locks import ADVISORY_LOCKS
 from quotaportal.quotas.models import Job, JobQueue, SchedulerRun
 from quotaportal.quotas.selectors import job_positions
@@ -138,3 +138,24 @@ def test_listing_jobs_costs_the_same_queries_for_any_page_size(
         assert len(client.get("/api/v1/jobs/?limit=5&offset=35").json()["results"]) == 5
     with django_assert_max_num_queries(len(small.captured_queries)):
         assert len(client.get("/api/v1/jobs/?limit=40").json()["results"]) == 40
+
+
+def test_the_active_jobs_are_read_as_columns(people, fleet):
+    assert bridge.active_columns(fleet.queue.id) == ([],) * 8  # an empty queue: no NULLs
+    started = submit(people.alice, fleet, name="started", quantity=2, scheduling_priority=7)
+    waiting = submit(people.alice, fleet, name="waiting", quantity=4)
+    services.run_tick(fleet.queue.id)
+    ids, shares, units, quantities, priorities, created, dispatched, reasons = (
+        bridge.active_columns(fleet.queue.id)
+    )
+    rows = zip(quantities, priorities, dispatched, reasons, strict=True)
+    by_id = dict(zip(ids, rows, strict=True))
+    assert set(shares) == {fleet.vision.id}
+    assert len(set(units)) == 1
+    assert all(isinstance(t, float) for t in created)
+    quantity, priority, dispatched_at, _ = by_id[str(started.pk)]
+    assert (quantity, priority) == (2, 7)
+    assert isinstance(dispatched_at, float)
+    quantity, priority, dispatched_at, reason = by_id[str(waiting.pk)]
+    assert (quantity, priority, dispatched_at) == (4, 0, None)
+    assert reason == Job.objects.get(pk=waiting.pk).pending_reason != ""

@@ -16,6 +16,7 @@ from quotaportal.quotas.bridge.apply import (
 from quotaportal.quotas.bridge.snapshot import (
     ACTIVE_JOBS_SQL,
     Loaded,
+    active_columns,
     capacity_now,
     capacity_of,
     environment_limits,
@@ -36,6 +37,7 @@ __all__ = [
     "RECENT_PREEMPTIONS_KEPT",
     "RETRIES_EXHAUSTED",
     "Loaded",
+    "active_columns",
     "apply_plan",
     "capacity_now",
     "capacity_of",

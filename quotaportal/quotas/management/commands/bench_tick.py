@@ -3,7 +3,7 @@
 Seeds a synthetic queue (scheduler.bench's generator) straight into the database, ticks until
 a tick changes nothing, then reports medians of: ticks that change nothing (`tick_ms`; they
 see the queue's version unchanged and skip planning), the same ticks forced to plan in full
-(`replan_ms`, as after a change elsewhere), and one raw SELECT of the active jobs' columns
+(`replan_ms`, as after a change elsewhere), and the tick's read of the active jobs alone
 (`select_ms`, the floor of reading the state once); then one tick that dispatches about
 --dispatch jobs after the capacity grows.
 Everything runs in a transaction that is rolled back, so the database is left as it was.
@@ -107,21 +107,9 @@ def seed(runnable: int, dispatched: int, shares: int, units: int) -> JobQueue:
     return queue
 
 
-PORTABLE_SELECT = """
-    SELECT id, quota_share_id, capacity_unit_id, quantity, scheduling_priority, created_at,
-           scheduled_at, status, pending_reason
-    FROM quotas_job
-    WHERE job_queue_id = %s AND status IN ('RUNNABLE', 'SCHEDULED', 'STARTING', 'RUNNING')
-"""
-
-
 def raw_select(queue_id: int) -> None:
-    with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            cursor.execute(bridge.ACTIVE_JOBS_SQL, [queue_id])
-        else:
-            cursor.execute(PORTABLE_SELECT, [queue_id])
-        cursor.fetchall()
+    """The tick's own read of the active jobs, alone."""
+    bridge.active_columns(queue_id)
 
 
 def grow_capacity(queue: JobQueue, jobs: int) -> None:
