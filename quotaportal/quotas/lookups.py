@@ -7,7 +7,9 @@ counter in Redis that every change to those rows raises, right away and again on
 commits (the signals at the end, on save and delete of each such model). A submit reads the
 generation first and uses only what was looked up under it. Whatever is looked up after that
 read is at least as new as the generation, so every submit that starts after a change has
-committed sees the change, as it would reading the rows itself.
+committed sees the change, as it would reading the rows itself. A request reads the
+generation once, at its first lookup (its token's check, api.authentication), and its later
+lookups use the same entries: one Redis round trip per request, not one per lookup.
 
 Entries last MAX_AGE_SECONDS at most, and the capacity a reservation adds no longer than the
 reservation lasts, so even a change made around the ORM's signals (raw SQL) is seen soon.
@@ -17,10 +19,12 @@ Without Redis nothing is kept: a process could not see another's changes.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from datetime import datetime
 
 from django.conf import settings
+from django.core.signals import request_finished, request_started
 from django.db import transaction
 from django.db.models.signals import m2m_changed, post_delete, post_save
 from django.utils import timezone
@@ -48,11 +52,24 @@ class Kept(dict):
 
 
 _kept: Kept | None = None
+# Between request_started and request_finished, the lookups this thread's request read first.
+_request = threading.local()
 
 
 def kept() -> dict:
     """The lookups a submit may use: those of the current generation, or an empty dict of
-    its own when nothing can be kept (no Redis, or Redis did not answer)."""
+    its own when nothing can be kept (no Redis, or Redis did not answer). Within a request,
+    those its first call returned."""
+    held = getattr(_request, "kept", None)
+    if held is not None:
+        return held
+    found = _current()
+    if getattr(_request, "active", False):
+        _request.kept = found
+    return found
+
+
+def _current() -> dict:
     global _kept
     if not settings.REDIS_URL:
         return {}
@@ -71,6 +88,15 @@ def forget() -> None:
     """Drop this process's lookups (tests, whose rows vanish with each test's transaction)."""
     global _kept
     _kept = None
+    _request.kept = None
+
+
+def _request_started(sender, **kwargs) -> None:
+    _request.active, _request.kept = True, None
+
+
+def _request_finished(sender, **kwargs) -> None:
+    _request.active, _request.kept = False, None
 
 
 def config_changed() -> None:
@@ -120,3 +146,5 @@ def connect_signals() -> None:
     m2m_changed.connect(
         _changed, sender=models.Team.members.through, dispatch_uid="lookups-members"
     )
+    request_started.connect(_request_started, dispatch_uid="lookups-request-started")
+    request_finished.connect(_request_finished, dispatch_uid="lookups-request-finished")

@@ -114,3 +114,36 @@ def test_limits_rewritten_in_bulk_are_seen(people, fleet):
     assert ShareCapacityLimit.objects.get(share=fleet.vision).max_capacity == 1
     refused = post(people, fleet, quantity=2)
     assert refused.status_code == 400, "a RESERVE share of 1 never runs 2"
+
+
+def count_generation_reads(monkeypatch) -> list:
+    reads = []
+    real = lookups._current
+    monkeypatch.setattr(lookups, "_current", lambda: reads.append(1) or real())
+    return reads
+
+
+def test_a_request_reads_the_generation_once(people, fleet, monkeypatch):
+    reads = count_generation_reads(monkeypatch)
+    assert post(people, fleet).status_code == 201  # its token's check, then its submit
+    assert len(reads) == 1
+    assert post(people, fleet).status_code == 201
+    assert len(reads) == 2  # each request reads it afresh
+
+
+def test_outside_a_request_every_lookup_reads_the_generation(people, fleet, monkeypatch):
+    reads = count_generation_reads(monkeypatch)
+    lookups.kept()
+    lookups.kept()
+    assert len(reads) == 2
+
+
+def test_a_change_within_a_request_is_seen_by_its_later_lookups(people, fleet):
+    assert post(people, fleet).status_code == 201
+    lookups._request_started(None)
+    try:
+        before = lookups.kept()
+        services.update_service_environment(people.admin, fleet.env, capacity_limits={"a100": 3})
+        assert lookups.kept() is not before
+    finally:
+        lookups._request_finished(None)
