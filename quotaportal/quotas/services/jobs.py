@@ -32,7 +32,7 @@ from quotaportal.quotas.permissions import (
 )
 from quotaportal.quotas.services.audit import record
 from quotaportal.quotas.services.retries import check_evaluate_on_exit
-from quotaportal.quotas.services.ticks import queue_changed, tick_after_commit
+from quotaportal.quotas.services.ticks import jobs_submitted, queue_changed
 from scheduler.validation import priority_error, submission_error
 
 
@@ -241,10 +241,7 @@ def _create(actor, job_queue, share, unit, fields: dict, fingerprint: str, now) 
     job = _new_job(actor, job_queue, share, unit, fields, fingerprint, now)
     job.save(force_insert=True)
     _submitted_event(actor, job, now).save(force_insert=True)
-    # No version bump (queue_changed): a new job raises the queue's active-job count, which
-    # the tick compares as well, so the next tick plans it. Every submit to a queue writing
-    # the queue's row made concurrent submits, and ticks, take turns on that row.
-    tick_after_commit(job_queue.pk)
+    jobs_submitted(job_queue.pk)
     return job
 
 
@@ -302,7 +299,7 @@ def submit_jobs(actor, items: list[dict], now=None, lookups: dict | None = None)
             ) from None
         Event.objects.bulk_create(_submitted_event(actor, job, now) for job in new)
         for queue_id in {job.job_queue_id for job in new}:
-            queue_changed(queue_id)
+            jobs_submitted(queue_id)
     return jobs
 
 

@@ -32,6 +32,14 @@ def queue_changed(queue_id: int, *, tick: bool = True) -> None:
         tick_after_commit(queue_id)
 
 
+def jobs_submitted(queue_id: int) -> None:
+    """queue_changed for new jobs: a tick after commit, and no version bump. New jobs raise
+    the queue's active-job count, which the tick compares with the version, so the next tick
+    plans them; bumping the version in every submit made concurrent submits, and ticks, take
+    turns on the queue's row."""
+    tick_after_commit(queue_id)
+
+
 def tick_after_commit(queue_id: int) -> None:
     """After this transaction commits, enqueue an immediate tick of the queue (DESIGN.md §7)."""
     if not getattr(settings, "QP_IMMEDIATE_TICKS", True):
