@@ -84,8 +84,9 @@ PAGES = ["/", "/jobs/", "/jobs/new/", "/shares/", "/shares/new/", "/hosts/", "/a
 def test_no_page_is_wider_than_a_phone(browser, live_server, small_fleet, people, scheduler):
     job = submit_as(people.alice, small_fleet, "a-job-with-a-rather-long-name-to-wrap", 1)
     # Dispatched before the second arrives, so the second must preempt it (the loop alone
-    # might see both at once and start the second first, preempting nothing).
-    services.run_tick(small_fleet.pk)
+    # might see both at once and start the second first, preempting nothing). It waits for a
+    # tick of the loop in progress, which may have begun before the first job committed.
+    services.run_tick(small_fleet.pk, wait=True)
     submit_as(people.alice, small_fleet, "second", priority=5)
     context = browser.new_context(viewport={"width": 390, "height": 844})
     page = context.new_page()
