@@ -7,8 +7,3 @@ class ApiConfig(AppConfig):
     name = "quotaportal.api"
     label = "api"
     verbose_name = "REST API"
-
-    def ready(self) -> None:
-        from quotaportal.api import authentication
-
-        authentication.connect_signals()

@@ -121,6 +121,13 @@ def _changed(sender, **kwargs) -> None:
     config_changed()
 
 
+def _user_changed(sender, update_fields=None, **kwargs) -> None:
+    # A login only stamps last_login: nothing a token's check reads.
+    if update_fields is not None and set(update_fields) <= {"last_login"}:
+        return
+    config_changed()
+
+
 # The models whose rows a submit's checks read; a save or delete of any raises the generation.
 CHECKED_MODELS = (
     "CapacityUnit",
@@ -137,12 +144,18 @@ CHECKED_MODELS = (
 
 def connect_signals() -> None:
     """Called once, from the app's ready()."""
+    from django.contrib.auth import get_user_model
+    from rest_framework.authtoken.models import Token
+
     from quotaportal.quotas import models
 
-    for name in CHECKED_MODELS:
-        model = getattr(models, name)
+    # REST tokens and their users are kept too (api.authentication).
+    for name, model in [(n, getattr(models, n)) for n in CHECKED_MODELS] + [("Token", Token)]:
         post_save.connect(_changed, sender=model, dispatch_uid=f"lookups-save-{name}")
         post_delete.connect(_changed, sender=model, dispatch_uid=f"lookups-del-{name}")
+    user = get_user_model()
+    post_save.connect(_user_changed, sender=user, dispatch_uid="lookups-save-user")
+    post_delete.connect(_changed, sender=user, dispatch_uid="lookups-del-user")
     m2m_changed.connect(
         _changed, sender=models.Team.members.through, dispatch_uid="lookups-members"
     )
