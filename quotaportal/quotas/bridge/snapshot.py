@@ -307,7 +307,7 @@ def active_columns(queue_id: int) -> tuple[list, ...]:
             cursor.cursor.format = pq.Format.BINARY  # psycopg: for this cursor's results
             cursor.execute(ACTIVE_JOBS_SQL, [queue_id])
             columns = cursor.fetchone()
-        return columns if columns[0] is not None else ([],) * len(columns)
+        return columns if columns[0] is not None else _no_columns()
     rows = Job.objects.filter(
         job_queue_id=queue_id,
         quota_share__isnull=False,
@@ -336,7 +336,12 @@ def active_columns(queue_id: int) -> tuple[list, ...]:
         )
         for r in rows
     ]
-    return tuple(map(list, zip(*converted, strict=True))) if converted else ([],) * 8
+    return tuple(map(list, zip(*converted, strict=True))) or _no_columns()
+
+
+def _no_columns() -> tuple[list, ...]:
+    """active_columns of a queue with no active jobs: eight empty lists (not one eight times)."""
+    return tuple([] for _ in range(8))
 
 
 _make_job = partial(tuple.__new__, PlannedJob)
