@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import os
+
 import pytest
 from rest_framework.test import APIClient
 
@@ -15,3 +17,10 @@ def as_user(people):
         return client
 
     return make
+
+
+@pytest.fixture
+def kept_in_redis(settings):
+    """Lookups kept between requests need Redis (quotas.lookups): name one even where the
+    suite runs without REDIS_URL."""
+    settings.REDIS_URL = os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/15"

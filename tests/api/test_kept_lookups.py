@@ -3,7 +3,6 @@ rows is seen by the next submit, in this process or another, as if nothing were 
 
 from __future__ import annotations
 
-import os
 import time
 from datetime import timedelta
 
@@ -18,10 +17,7 @@ from quotaportal.quotas import lookups, services
 from quotaportal.quotas.models import QuotaShare, ShareCapacityLimit, Team
 from quotaportal.quotas.services import accounts, reservations
 
-
-@pytest.fixture(autouse=True)
-def kept_in_redis(settings):
-    settings.REDIS_URL = os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/15"
+pytestmark = pytest.mark.usefixtures("kept_in_redis")
 
 
 def post(people, fleet, user="alice", **fields):

@@ -3,8 +3,6 @@ a replaced one or a deactivated user is refused by the very next request."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
 from django.contrib.auth.models import update_last_login
 from django.db import connection
@@ -15,10 +13,7 @@ from rest_framework.test import APIClient
 from quotaportal.api.authentication import KeptTokenAuthentication
 from quotaportal.quotas.services import accounts
 
-
-@pytest.fixture(autouse=True)
-def kept_in_redis(settings):
-    settings.REDIS_URL = os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/15"
+pytestmark = pytest.mark.usefixtures("kept_in_redis")
 
 
 def get(key: str):
