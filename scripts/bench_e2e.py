@@ -176,6 +176,7 @@ def main(argv=None) -> int:
         token = bench.user_token("alice", "--team", "vision")
         bench.start_services()
         bench.agent_tokens[HOST] = configure(stack.Rest(bench.url, admin_token), args.gpus)
+        bench.wait_for_scheduler(admin_token, QUEUE)
         bench.start_agent(HOST, args.gpus, UNIT)
         time.sleep(2)  # registered and long-polling
         print(f"stack up at {bench.url}; {args.jobs} trivial jobs on {args.gpus} GPUs")

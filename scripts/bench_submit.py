@@ -129,6 +129,7 @@ def main(argv=None) -> int:
         token = bench.user_token("alice", "--team", "vision")
         bench.start_services()
         configure(stack.Rest(bench.url, admin_token))
+        bench.wait_for_scheduler(admin_token, QUEUE)
         print(f"stack up at {bench.url}; {args.jobs} REST submits from {args.clients} clients")
         figures = {"jobs": args.jobs, "clients": args.clients}
         figures.update(rest_submits(bench.url, token, args.jobs, args.clients))

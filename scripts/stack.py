@@ -146,6 +146,19 @@ class Stack:
                 time.sleep(0.5)
         raise SystemExit(f"the web server did not come up; see {self.dir / 'web.log'}")
 
+    def wait_for_scheduler(self, admin_token: str, queue: str, timeout: float = 60) -> None:
+        """Wait until a tick of `queue` has run: the beat and the worker are up. A benchmark
+        that began sooner would time the first seconds against their start-up (they take
+        most of both cores for 2-3 s) instead of against the running service."""
+        rest = Rest(self.url, admin_token)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            status, snapshot = rest.call("GET", f"job-queues/{queue}/snapshot/")
+            if status == 200 and snapshot.get("last_tick_at"):
+                return
+            time.sleep(0.2)
+        raise SystemExit(f"no tick of {queue} within {timeout:.0f} s; see {self.dir}/*.log")
+
     def start_agent(self, name: str, gpus: int, unit: str, *extra: str) -> None:
         # Agents get the server's URL and their own token, nothing of the server's settings.
         env = {
