@@ -55,6 +55,7 @@ def _ticks_only_when_asked(settings):
     # A test that queued a tick without a worker to take it leaves no claim for the next.
     ticks.gate._local.clear()
     ticks.gate._local_spacing.clear()
+    ticks.gate._local_planned.clear()
     ticks._local_wakes.clear()  # wakes asked for without a broker, by eager ticks
     lookups.forget()  # the rows they were read from rolled back with the test
     ticks._environments.clear()

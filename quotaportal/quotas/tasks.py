@@ -20,7 +20,7 @@ def tick_queue(queue_id: int, immediate: bool = False, wait: bool = False) -> No
     the instant a reservation starts or ends (`wait`: never skipped for a tick in progress)."""
     if immediate:
         # Before reading anything: a change committed from now on must enqueue the next tick.
-        gate.release(queue_id)
+        gate.started(queue_id)
     run = run_tick(queue_id, wait=immediate or wait)
     if immediate and run is not None:
         gate.spaced(queue_id, run.duration_ms / 1000)

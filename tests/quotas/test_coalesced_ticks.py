@@ -89,6 +89,36 @@ def test_a_change_soon_after_an_immediate_tick_waits_out_a_spacing_a_multiple_of
     ticks.gate.release(fleet.queue.pk)
 
 
+@pytest.mark.parametrize("shared_by", ["redis", "this process"])
+def test_a_change_while_a_tick_runs_waits_out_that_tick_and_the_spacing_after_it(
+    people, fleet, enqueued, sent_later, settings, shared_by
+):
+    """In a burst nearly every change comes while a tick runs: it is spaced as if the tick
+    takes as long as the last one, not sent to run right behind it."""
+    env_id = fleet.queue.service_environment_id
+    if shared_by == "redis":
+        settings.REDIS_URL = os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/15"
+        redis.Redis.from_url(settings.REDIS_URL).delete(
+            ticks._key(env_id), ticks._spacing_key(env_id), ticks._planned_key(env_id)
+        )
+    else:
+        settings.REDIS_URL = ""
+    submit(people.alice, fleet, name="first")
+    ticks.gate.started(fleet.queue.pk)  # the first tick of the environment runs ...
+    submit(people.alice, fleet, name="during-the-first")
+    assert enqueued == [fleet.queue.pk] * 2 and not sent_later, "no length known yet: at once"
+    ticks.gate.started(fleet.queue.pk)  # ... that one starts ...
+    ticks.gate.spaced(fleet.queue.pk, 0.05)  # ... and plans for 50 ms
+    ticks.gate.started(fleet.queue.pk)  # the next one runs
+    submit(people.alice, fleet, name="during-the-next")
+    assert len(enqueued) == 2, "not at once"
+    [(queue_id, countdown)] = sent_later
+    assert queue_id == fleet.queue.pk
+    running_and_spacing = (ticks.TickGate.SPACING_FACTOR + 1) * 0.05
+    assert running_and_spacing - 0.05 < countdown <= running_and_spacing
+    ticks.gate.release(fleet.queue.pk)
+
+
 def test_an_immediate_tick_task_asks_for_the_spacing_after_it(people, fleet, settings):
     settings.REDIS_URL = ""
     submit(people.alice, fleet, name="planned")
