@@ -35,7 +35,8 @@ def load_wsgi(redis_url: str) -> dict:
 def test_loading_the_wsgi_application_imports_every_view_and_the_redis_client():
     loaded = load_wsgi("redis://127.0.0.1:6379/15")
     assert not loaded["views_before"]
-    assert loaded["views"] and loaded["web_views"]
+    assert loaded["views"]
+    assert loaded["web_views"]
     assert loaded["redis"]
 
 

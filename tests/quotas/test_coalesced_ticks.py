@@ -106,7 +106,8 @@ def test_a_change_while_a_tick_runs_waits_out_that_tick_and_the_spacing_after_it
     submit(people.alice, fleet, name="first")
     ticks.gate.started(fleet.queue.pk)  # the first tick of the environment runs ...
     submit(people.alice, fleet, name="during-the-first")
-    assert enqueued == [fleet.queue.pk] * 2 and not sent_later, "no length known yet: at once"
+    assert enqueued == [fleet.queue.pk] * 2, "no length known yet: at once"
+    assert not sent_later
     ticks.gate.started(fleet.queue.pk)  # ... that one starts ...
     ticks.gate.spaced(fleet.queue.pk, 0.05)  # ... and plans for 50 ms
     ticks.gate.started(fleet.queue.pk)  # the next one runs
