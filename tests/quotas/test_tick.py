@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import threading
 
 import pytest
@@ -11,7 +12,7 @@ from quotaportal.quotas import bridge, services
 from quotaportal.quotas.locks import ADVISORY_LOCKS
 from quotaportal.quotas.models import Job, JobQueue, SchedulerRun
 from quotaportal.quotas.selectors import job_positions
-from scheduler import Dispatch, Plan
+from scheduler import Dispatch, InvariantViolation, Plan, plan_tick
 from tests.conftest import submit
 
 
@@ -103,6 +104,37 @@ def test_an_invalid_plan_is_not_applied_and_is_recorded(people, fleet, monkeypat
     assert "over capacity" in run.error
     assert not Job.objects.exclude(status="RUNNABLE").exists()
     assert SchedulerRun.objects.filter(error__startswith="invalid plan").count() == 1
+
+
+@pytest.mark.parametrize("plan_fails", [False, True])
+def test_the_cycle_collector_is_off_while_a_tick_plans_and_on_again_after(
+    people, fleet, monkeypatch, plan_fails
+):
+    submit(people.alice, fleet, name="planned")
+    seen = []
+
+    def planning(snapshot, now, **options):
+        seen.append(gc.isenabled())
+        if plan_fails:
+            raise InvariantViolation("a plan that fails")
+        return plan_tick(snapshot, now, **options)
+
+    monkeypatch.setattr("quotaportal.quotas.services.tick.plan_tick", planning)
+    assert gc.isenabled()
+    run = services.run_tick(fleet.queue.id)
+    assert seen == [False]
+    assert gc.isenabled()
+    assert bool(run.error) is plan_fails
+
+
+def test_a_tick_leaves_a_collector_turned_off_elsewhere_off(people, fleet):
+    submit(people.alice, fleet, name="planned")
+    gc.disable()
+    try:
+        services.run_tick(fleet.queue.id)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
 
 
 def test_positions_computed_on_read_match_the_planner(people, fleet):
