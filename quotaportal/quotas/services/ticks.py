@@ -238,7 +238,8 @@ class TickGate:
     second with 4 times, 205-230 with 8 times; bench_submit). A change made while a tick
     runs waits as long, counted from the tick's start as its last tick's length plus that
     spacing: in a burst nearly every change comes while a tick runs, and before started()
-    spaced them, ticks ran back to back (6 a second at 2,000 jobs waiting, not 2).
+    spaced them, ticks ran back to back (at 2,000 jobs waiting, 5.3-5.7 ticks a second with
+    the beat's; 3.3-3.8 since).
 
     The marks live in Redis (shared by every web and worker process) when there is one, else
     in this process; they expire, so a worker that died holding one costs one beat period
