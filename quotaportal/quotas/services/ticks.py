@@ -288,16 +288,14 @@ class TickGate:
     def started(self, queue_id: int) -> None:
         """An immediate tick of the queue's environment starts: release its mark, and space
         a change made while it runs as if the tick takes as long as the last one did."""
+        self.release(queue_id)
         env_id = environment_of(queue_id)
         if env_id is None:
             return
         if settings.REDIS_URL:
-            store = redis_client.client(settings.REDIS_URL).pipeline(transaction=False)
-            _, planned = store.delete(_key(env_id)).get(_planned_key(env_id)).execute()
+            planned = redis_client.client(settings.REDIS_URL).get(_planned_key(env_id))
         else:
-            with self._lock:
-                self._local.discard(env_id)
-                planned = self._local_planned.get(env_id)
+            planned = self._local_planned.get(env_id)
         self._space(env_id, float(planned or 0), running=True)
 
     def spaced(self, queue_id: int, planned_seconds: float) -> None:
