@@ -15,6 +15,19 @@ from tests.conftest import submit
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+@pytest.fixture(params=["redis", "this process"])
+def gate_store(request, settings, fleet):
+    """Where the tick marks live: Redis (cleared of earlier tests' marks), or this process."""
+    if request.param == "this process":
+        settings.REDIS_URL = ""
+        return
+    settings.REDIS_URL = os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/15"
+    env_id = fleet.queue.service_environment_id
+    redis.Redis.from_url(settings.REDIS_URL).delete(
+        ticks._key(env_id), ticks._spacing_key(env_id), ticks._planned_key(env_id)
+    )
+
+
 @pytest.fixture
 def enqueued(settings, monkeypatch):
     """The ticks sent to the broker, without a worker to run them."""
@@ -24,18 +37,9 @@ def enqueued(settings, monkeypatch):
     return sent
 
 
-@pytest.mark.parametrize("shared_by", ["redis", "this process"])
 def test_a_burst_of_submits_queues_one_tick_and_a_started_tick_lets_the_next_through(
-    people, fleet, enqueued, settings, shared_by
+    people, fleet, enqueued, gate_store
 ):
-    if shared_by == "redis":
-        settings.REDIS_URL = os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/15"
-        env_id = fleet.queue.service_environment_id
-        redis.Redis.from_url(settings.REDIS_URL).delete(
-            ticks._key(env_id), ticks._spacing_key(env_id)
-        )
-    else:
-        settings.REDIS_URL = ""
     for i in range(30):
         submit(people.alice, fleet, name=f"burst-{i}")
     assert enqueued == [fleet.queue.pk], "30 submits, one queued tick"
@@ -57,19 +61,10 @@ def sent_later(settings, monkeypatch):
     return sent
 
 
-@pytest.mark.parametrize("shared_by", ["redis", "this process"])
 def test_a_change_soon_after_an_immediate_tick_waits_out_a_spacing_a_multiple_of_its_planning(
-    people, fleet, enqueued, sent_later, settings, shared_by
+    people, fleet, enqueued, sent_later, gate_store
 ):
     """A burst against a big environment costs a few ticks a second, not one after another."""
-    env_id = fleet.queue.service_environment_id
-    if shared_by == "redis":
-        settings.REDIS_URL = os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/15"
-        redis.Redis.from_url(settings.REDIS_URL).delete(
-            ticks._key(env_id), ticks._spacing_key(env_id)
-        )
-    else:
-        settings.REDIS_URL = ""
     submit(people.alice, fleet, name="lone")
     assert enqueued == [fleet.queue.pk], "no tick before it: at once"
     ticks.gate.release(fleet.queue.pk)  # the worker starts it ...
@@ -89,20 +84,11 @@ def test_a_change_soon_after_an_immediate_tick_waits_out_a_spacing_a_multiple_of
     ticks.gate.release(fleet.queue.pk)
 
 
-@pytest.mark.parametrize("shared_by", ["redis", "this process"])
 def test_a_change_while_a_tick_runs_waits_out_that_tick_and_the_spacing_after_it(
-    people, fleet, enqueued, sent_later, settings, shared_by
+    people, fleet, enqueued, sent_later, gate_store
 ):
     """In a burst nearly every change comes while a tick runs: it is spaced as if the tick
     takes as long as the last one, not sent to run right behind it."""
-    env_id = fleet.queue.service_environment_id
-    if shared_by == "redis":
-        settings.REDIS_URL = os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/15"
-        redis.Redis.from_url(settings.REDIS_URL).delete(
-            ticks._key(env_id), ticks._spacing_key(env_id), ticks._planned_key(env_id)
-        )
-    else:
-        settings.REDIS_URL = ""
     submit(people.alice, fleet, name="first")
     ticks.gate.started(fleet.queue.pk)  # the first tick of the environment runs ...
     submit(people.alice, fleet, name="during-the-first")
