@@ -6,8 +6,8 @@ edited. Here a token found valid is kept with the submit lookups (quotas.lookups
 configuration generation, which every save or delete of a token or a user raises
 (quotas.lookups.connect_signals) at once and again at commit, so a revoked token or a
 deactivated user is refused by the next request in every process; and for MAX_AGE_SECONDS at
-most. A key that fails is not
-kept (each try costs a lookup, as before). Without Redis nothing is kept.
+most. A key that fails is not kept (each try costs a lookup, as before). Without Redis nothing
+is kept.
 """
 
 from __future__ import annotations

@@ -138,7 +138,6 @@ def test_a_tick_leaves_a_collector_turned_off_elsewhere_off(people, fleet):
 
 
 def test_positions_computed_on_read_match_the_planner(people, fleet):
-    from quotaportal.quotas import bridge
     from scheduler import plan_tick
 
     services.update_share(people.admin, fleet.nlp, sharing_strategy="LEND_AND_BORROW")
