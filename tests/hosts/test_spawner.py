@@ -84,6 +84,15 @@ def test_a_shim_killed_outright_reads_as_killed(tmp_path, lifeline, spawner):
     assert finished(job) == -signal.SIGKILL
 
 
+def test_a_job_s_group_can_be_signalled_as_soon_as_its_start_returns(tmp_path, lifeline, spawner):
+    """The spawner answers once the shim leads its own session: a stop sent at once (a job
+    terminated or preempted right after it started) finds the group, not nothing."""
+    jobs = [start(tmp_path, lifeline, spawner, 100 + n, "sleep 30") for n in range(20)]
+    for job in jobs:
+        os.killpg(job.process.pid, signal.SIGKILL)
+    assert [finished(job) for job in jobs] == [-signal.SIGKILL] * len(jobs)
+
+
 def test_jobs_start_the_old_way_once_the_spawner_is_gone(tmp_path, lifeline, spawner):
     first = start(tmp_path, lifeline, spawner, 9, "true")
     assert finished(first) == 0

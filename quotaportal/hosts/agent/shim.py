@@ -189,17 +189,26 @@ PR_SET_CHILD_SUBREAPER = 36
 def fork_shim(request: dict, lifeline: int, sock, prctl) -> int:
     """Fork a shim for one job, set up as subprocess.Popen would (new session, cwd, output
     to the log, no stdin, only the lifeline kept open); its pid. The shim is its job's
-    subreaper, so it tells that nothing of the job is left without scanning /proc."""
+    subreaper, so it tells that nothing of the job is left without scanning /proc.
+
+    Like Popen, it returns once the shim leads its own session: until then a signal to the
+    job's group (a stop sent the moment it started) would find no group and be lost."""
     log = os.open(request["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    led_r, led_w = os.pipe()
     pid = os.fork()
     if pid:
         os.close(log)
+        os.close(led_w)
+        os.read(led_r, 1)  # end of file: the shim leads its session (or has died)
+        os.close(led_r)
         return pid
     code = 127
     try:
+        os.close(led_r)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the shim waits for its job
         sock.close()
         os.setsid()
+        os.close(led_w)
         os.chdir(request["cwd"])
         os.dup2(log, 1)
         os.dup2(log, 2)
