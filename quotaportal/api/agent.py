@@ -62,8 +62,15 @@ class HeartbeatSerializer(serializers.Serializer):
         child=serializers.IntegerField(min_value=1),
         required=False,
         max_length=4096,
-        help_text="placements the agent runs now or still has reports to send about; the "
-        "server closes the others of ended attempts",
+        help_text="placements the agent runs now, still has reports to send about, or may "
+        "yet start (placed here, waiting for GPUs); the server closes the others of ended "
+        "attempts",
+    )
+    heard_up_to = serializers.IntegerField(
+        required=False,
+        min_value=0,
+        help_text="the newest placement (an answer's `horizon`) the agent had heard of when it "
+        "sent this; the server closes only placements up to it",
     )
     wait = serializers.FloatField(
         required=False,
@@ -145,6 +152,7 @@ class HeartbeatView(AgentView):
                 data.get("running"),
                 wait=data["wait"],
                 known=data.get("known"),
+                heard_up_to=data.get("heard_up_to"),
             )
         )
 

@@ -78,18 +78,18 @@ class HeartbeatPoller:
         self._thread = threading.Thread(target=self._run, name="heartbeats", daemon=True)
         self._thread.start()
 
-    def ask(self, running: list[int], wait: float, known: str) -> None:
+    def ask(self, running: list[int], wait: float, known: str, heard_up_to: int) -> None:
         self.busy = True
-        self._asks.put((running, wait, known))
+        self._asks.put((running, wait, known, heard_up_to))
 
     def close(self) -> None:
         self._asks.put(None)
 
     def _run(self) -> None:
         while (ask := self._asks.get()) is not None:
-            running, wait, known = ask
+            running, wait, known, heard_up_to = ask
             try:
-                answer = self.client.heartbeat(self.name, running, wait, known)
+                answer = self.client.heartbeat(self.name, running, wait, known, heard_up_to)
             except Exception as err:  # handed to the agent's thread, which decides
                 answer = err
             self.inbox.put(HEARTBEAT, answer)
@@ -167,7 +167,9 @@ class Agent:
                         if not registered:
                             self.register()
                             registered = True
-                        poller.ask(self.not_done(), self.long_poll_wait(), self.version)
+                        poller.ask(
+                            self.not_done(), self.long_poll_wait(), self.version, self.heard_up_to
+                        )
                     except (Unreachable, AgentError) as err:
                         backoff, registered = self.refused(err, backoff, registered)
                         next_poll = time.monotonic() + backoff
@@ -211,11 +213,24 @@ class Agent:
         self.reconcile(self.desired)
 
     def not_done(self) -> list[int]:
-        """What a heartbeat says this agent runs: its running ranks and those whose reports
-        are still on their way. The server closes the other ranks of ended attempts (one
-        preempted before it started gets no report), so a rank whose exit report is queued
-        here is dated by that report, not at the heartbeat's later arrival."""
-        return sorted(self.running.keys() | self.reporter.unanswered())
+        """What a heartbeat says this agent runs: its running ranks, those whose reports are
+        still on their way, and those it may yet start. The server closes the other ranks of
+        ended attempts (one preempted before it started gets no report), so a rank whose exit
+        report is queued here is dated by that report, not at the heartbeat's later arrival;
+        and a rank waiting here for its GPUs stays open until an answer has told this agent
+        not to start it (else it might start, on what it last heard, after its close)."""
+        return sorted(self.running.keys() | self.reporter.unanswered() | self.may_start())
+
+    def may_start(self) -> set[int]:
+        """The ranks the last answer placed here that have not started: reconcile starts each
+        as soon as its GPUs are free (a held one waits for a later answer)."""
+        return {
+            spec["placement"]
+            for spec in self.desired
+            if spec["placement"] not in self.running
+            and spec["placement"] not in self.finished
+            and not spec.get("hold")
+        }
 
     def exit_fds(self) -> list[int]:
         """The pidfds of the jobs still running: the loop wakes the moment one exits."""

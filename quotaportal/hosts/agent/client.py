@@ -55,7 +55,12 @@ class Client:
         )
 
     def heartbeat(
-        self, name: str, running: list[int] | None = None, wait: float = 0.0, known: str = ""
+        self,
+        name: str,
+        running: list[int] | None = None,
+        wait: float = 0.0,
+        known: str = "",
+        heard_up_to: int | None = None,
     ) -> dict:
         """{"placements": what should run here, "version": their version, "lease_seconds": how
         long silence may last}. With `wait`, the server answers once the placements differ
@@ -63,6 +68,8 @@ class Client:
         body = {"name": name}
         if running is not None:
             body["running"] = running
+        if heard_up_to is not None:
+            body["heard_up_to"] = heard_up_to
         if wait > 0:
             body.update(wait=wait, known=known)
         return self.post("heartbeat/", body, timeout=self.timeout + wait)

@@ -198,14 +198,18 @@ def heartbeat(
     *,
     wait: float = 0.0,
     known: str | None = None,
+    heard_up_to: int | None = None,
 ) -> dict:
     """What should run on the host, its version, and the lease: how long the agent may go
     unheard.
 
-    `running` lists the placements the agent runs now or still has reports to send about. A
-    rank whose attempt ended before the agent ever started it (preempted or terminated at
-    once) gets no exit report; the agent's word that it is done with it closes it, so it
-    never holds back its job's retry.
+    `running` lists the placements the agent runs now, still has reports to send about, or
+    may yet start (placed there and waiting for GPUs). A rank whose attempt ended before the
+    agent ever started it (preempted or terminated at once) gets no exit report; the agent's
+    word that it is done with it closes it, so it never holds back its job's retry. With
+    `heard_up_to` (the newest placement the agent's answers had covered when it sent this)
+    only those it had heard of are closed: a newer one may be on its way to it, on a report's
+    answer, and start there after this.
 
     Long-poll: with `wait` seconds and the `known` version of its last answer, the answer
     comes as soon as what should run differs from that version (woken by the tick or the
@@ -221,9 +225,10 @@ def heartbeat(
         # A lost host keeps nothing: its jobs were failed over. It must register again.
         raise InvalidInput({"name": f"host {name} was marked LOST; register it again"})
     if running is not None:
+        heard = {} if heard_up_to is None else {"pk__lte": heard_up_to}
         not_running = list(
             Placement.objects.filter(
-                host=host, exited_at__isnull=True, attempt__stopped_at__isnull=False
+                host=host, exited_at__isnull=True, attempt__stopped_at__isnull=False, **heard
             )
             .exclude(pk__in=running)
             .values_list("id", "attempt__job_id")
