@@ -10,8 +10,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
-from itertools import compress
-from operator import is_
+from itertools import chain, compress, repeat
+from operator import is_, is_not
 
 from django.db import connection
 from django.db.models import Min, Q, Sum
@@ -34,6 +34,7 @@ from quotaportal.quotas.models import (
 )
 from scheduler import Job as PlannedJob
 from scheduler import Ordering, Plan, Share, Snapshot, Strategy
+from scheduler.model import job_field
 
 
 def share_of(share: QuotaShare, limits: dict[str, int] | None = None) -> Share:
@@ -346,6 +347,7 @@ def _no_columns() -> tuple[list, ...]:
 
 _make_job = partial(tuple.__new__, PlannedJob)
 _is_runnable = partial(is_, None)
+_job_id, _dispatched_at = job_field("id"), job_field("dispatched_at")
 
 
 def _active_jobs(
@@ -365,12 +367,16 @@ def _active_jobs(
 
 
 def usage_after(snapshot: Snapshot, plan: Plan | None) -> dict[str, dict[str, int]]:
-    """Instances in use per share and unit once the plan is applied (None: as it stands)."""
-    jobs = {job.id: job for job in snapshot.jobs}
+    """Instances in use per share and unit once the plan is applied (None: as it stands).
+
+    Picks the jobs that count at C speed: a 100k snapshot holds a few thousand of them, and a
+    dict of every job to look up the plan's starts cost more than the sums."""
+    jobs = snapshot.jobs
     gone = {p.job_id for p in plan.preemptions} if plan else set()
+    starting = {d.job_id for d in plan.dispatches} if plan else set()
+    dispatched = compress(jobs, map(is_not, map(_dispatched_at, jobs), repeat(None)))
+    started = compress(jobs, map(starting.__contains__, map(_job_id, jobs)))
     usage: dict[str, dict[str, int]] = defaultdict(dict)
-    running = [j for j in snapshot.jobs if j.dispatched and j.id not in gone]
-    started = [jobs[d.job_id] for d in plan.dispatches] if plan else []
-    for job in running + started:
+    for job in chain((j for j in dispatched if j.id not in gone), started):
         usage[job.share][job.unit] = usage[job.share].get(job.unit, 0) + job.quantity
     return dict(usage)

@@ -144,7 +144,8 @@ class Job(models.Model):
 class JobAttempt(models.Model):
     """One run of a job: where it ran, how it ended, whether it was preempted."""
 
-    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="attempts")
+    # No single-column index: attempt_number_unique (job, number) serves its lookups.
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="attempts", db_index=False)
     number = models.PositiveSmallIntegerField()
     host = models.ForeignKey(
         "hosts.GpuHost", on_delete=models.SET_NULL, null=True, blank=True, related_name="attempts"

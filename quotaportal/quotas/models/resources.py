@@ -220,7 +220,10 @@ class Strategy(models.TextChoices):
 class QuotaShare(models.Model):
     """A virtual queue inside a job queue with its own capacity limits (AWS quota share)."""
 
-    job_queue = models.ForeignKey(JobQueue, on_delete=models.CASCADE, related_name="quota_shares")
+    # No single-column index: share_name_unique_in_queue (job_queue, name) serves its lookups.
+    job_queue = models.ForeignKey(
+        JobQueue, on_delete=models.CASCADE, related_name="quota_shares", db_index=False
+    )
     name = models.CharField(max_length=128)
     team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="quota_shares")
     sharing_strategy = models.CharField(max_length=16, choices=Strategy.choices)
