@@ -6,12 +6,12 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from django.db import connection
+from django.db import IntegrityError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from quotaportal.quotas.bulk import update_objects, update_rows
-from quotaportal.quotas.models import Job, JobStatus
+from quotaportal.quotas.bulk import insert_new, update_objects, update_rows
+from quotaportal.quotas.models import CapacityUnit, Event, Job, JobStatus
 from tests.conftest import submit
 
 pytestmark = pytest.mark.django_db
@@ -66,3 +66,53 @@ def test_nothing_to_write_costs_no_statement(people, fleet):
         assert update_rows(Job, [], {"status_reason": []}) == 0
         assert update_objects([], ["status_reason"]) == 0
     assert len(queries) == 0
+
+
+def test_new_rows_are_stored_as_given_and_a_database_key_is_assigned(people, fleet):
+    now = timezone.now()
+    unit = CapacityUnit.objects.get(name="a100")
+    odd = 'tab\t, newline\n, quote " and \\ slash, ünïcode'
+    jobs = [
+        Job(
+            job_queue=fleet.queue,
+            quota_share=fleet.vision,
+            share_name="vision",
+            submitted_by=people.alice,
+            capacity_unit=unit,
+            name=f"copied-{n}",
+            command=odd,
+            tags={"sweep": odd, "n": n},
+            evaluate_on_exit=[{"action": "RETRY", "onExitCode": "1"}],
+            simulated_duration_seconds=None if n else 2.5,
+            created_at=now + timedelta(microseconds=n),
+        )
+        for n in range(3)
+    ]
+    insert_new(jobs)
+    insert_new([Event(time=now, actor_name="alice", kind="submitted", job=j) for j in jobs])
+    for job in jobs:
+        stored = Job.objects.get(pk=job.pk)
+        for field in ("name", "command", "tags", "evaluate_on_exit", "created_at", "status"):
+            assert getattr(stored, field) == getattr(job, field), field
+        assert stored.simulated_duration_seconds == job.simulated_duration_seconds
+        assert stored.estimated_start_at is None
+        assert Event.objects.filter(job=job, kind="submitted").count() == 1
+    assert not jobs[0]._state.adding, "stored: a save() updates it"
+
+
+def test_a_new_row_that_breaks_a_unique_rule_raises_integrity_error(people, fleet):
+    unit = CapacityUnit.objects.get(name="a100")
+    twins = [
+        Job(
+            job_queue=fleet.queue,
+            quota_share=fleet.vision,
+            submitted_by=people.alice,
+            capacity_unit=unit,
+            name="twin",
+            client_token="same",
+        )
+        for _ in range(2)
+    ]
+    with pytest.raises(IntegrityError), transaction.atomic():
+        insert_new(twins)
+    assert not Job.objects.filter(name="twin").exists()

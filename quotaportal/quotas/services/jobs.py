@@ -9,6 +9,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from quotaportal.quotas import bridge, wakeups
+from quotaportal.quotas.bulk import insert_new
 from quotaportal.quotas.errors import Conflict, InvalidInput, ServiceError
 from quotaportal.quotas.lookups import Kept, kept
 from quotaportal.quotas.models import (
@@ -292,12 +293,12 @@ def submit_jobs(actor, items: list[dict], now=None, lookups: dict | None = None)
             new.append(job)
         try:
             with transaction.atomic():
-                Job.objects.bulk_create(new)
+                insert_new(new)
         except IntegrityError:
             raise Conflict(
                 "another request used one of these client_tokens meanwhile; send the batch again"
             ) from None
-        Event.objects.bulk_create(_submitted_event(actor, job, now) for job in new)
+        insert_new([_submitted_event(actor, job, now) for job in new])
         for queue_id in {job.job_queue_id for job in new}:
             jobs_submitted(queue_id)
     return jobs
