@@ -15,7 +15,7 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from quotaportal.awsbatch.models import MirroredResource, RemoteJob
-from quotaportal.awsbatch.sync.shapes import submit_request
+from quotaportal.awsbatch.sync.shapes import AWS_ACTIVE, submit_request
 from quotaportal.quotas import services
 from quotaportal.quotas.models import Event, EventKind, Job, JobQueue, QuotaShare
 from quotaportal.quotas.services.shares import limits_of
@@ -301,9 +301,11 @@ def test_a_push_repeated_after_a_crash_makes_no_second_job(rest, aws_credentials
     services.run_tick(queue.pk)
     job.refresh_from_db()
     assert job.remote.aws_job_id == first["jobId"]
+    # Every status: the stand-in moves its job on by itself (RUNNABLE, SCHEDULED, RUNNING,
+    # ...), and a listing of two statuses missed it while it was SCHEDULED.
     names = [
         summary["jobName"]
-        for status in ("RUNNABLE", "RUNNING")
+        for status in (*AWS_ACTIVE, "SUCCEEDED", "FAILED")
         for summary in aws.list_service_jobs(jobQueue="crash-queue", jobStatus=status)[
             "jobSummaryList"
         ]
