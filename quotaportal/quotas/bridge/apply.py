@@ -10,7 +10,7 @@ from django.db import connection
 from django.db.models import Count
 
 from quotaportal.quotas.bridge.snapshot import Loaded
-from quotaportal.quotas.bulk import update_objects, update_rows
+from quotaportal.quotas.bulk import insert_new, update_objects, update_rows
 from quotaportal.quotas.models import (
     DISPATCHED,
     Event,
@@ -182,7 +182,7 @@ def _preempt_victims(queue: JobQueue, plan: Plan, now: datetime) -> int:
         JobAttempt.objects.filter(job_id__in=ids, stopped_at__isnull=True).update(
             stopped_at=now, preempted=True, status_reason=PREEMPTION_REASONS[kind]
         )
-    Event.objects.bulk_create(events)
+    insert_new(events)
     return len(victims)
 
 
