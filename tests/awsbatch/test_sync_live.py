@@ -15,9 +15,9 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from quotaportal.awsbatch.models import MirroredResource, RemoteJob
-from quotaportal.awsbatch.sync.shapes import AWS_ACTIVE, submit_request
+from quotaportal.awsbatch.sync.shapes import submit_request
 from quotaportal.quotas import services
-from quotaportal.quotas.models import Event, EventKind, Job, JobQueue, QuotaShare
+from quotaportal.quotas.models import Event, EventKind, Job, JobQueue, JobStatus, QuotaShare
 from quotaportal.quotas.services.shares import limits_of
 from tests.awsbatch.test_endpoint import add_share, payload, setup_queue
 
@@ -305,7 +305,7 @@ def test_a_push_repeated_after_a_crash_makes_no_second_job(rest, aws_credentials
     # ...), and a listing of two statuses missed it while it was SCHEDULED.
     names = [
         summary["jobName"]
-        for status in (*AWS_ACTIVE, "SUCCEEDED", "FAILED")
+        for status in JobStatus.values
         for summary in aws.list_service_jobs(jobQueue="crash-queue", jobStatus=status)[
             "jobSummaryList"
         ]

@@ -68,17 +68,25 @@ def test_nothing_to_write_costs_no_statement(people, fleet):
     assert len(queries) == 0
 
 
+def unsaved_job(people, fleet, **fields) -> Job:
+    """A new job of alice's in the vision share, not yet stored."""
+    return Job(
+        job_queue=fleet.queue,
+        quota_share=fleet.vision,
+        submitted_by=people.alice,
+        capacity_unit=CapacityUnit.objects.get(name="a100"),
+        **fields,
+    )
+
+
 def test_new_rows_are_stored_as_given_and_a_database_key_is_assigned(people, fleet):
     now = timezone.now()
-    unit = CapacityUnit.objects.get(name="a100")
     odd = 'tab\t, newline\n, quote " and \\ slash, ünïcode'
     jobs = [
-        Job(
-            job_queue=fleet.queue,
-            quota_share=fleet.vision,
+        unsaved_job(
+            people,
+            fleet,
             share_name="vision",
-            submitted_by=people.alice,
-            capacity_unit=unit,
             name=f"copied-{n}",
             command=odd,
             tags={"sweep": odd, "n": n},
@@ -101,18 +109,7 @@ def test_new_rows_are_stored_as_given_and_a_database_key_is_assigned(people, fle
 
 
 def test_a_new_row_that_breaks_a_unique_rule_raises_integrity_error(people, fleet):
-    unit = CapacityUnit.objects.get(name="a100")
-    twins = [
-        Job(
-            job_queue=fleet.queue,
-            quota_share=fleet.vision,
-            submitted_by=people.alice,
-            capacity_unit=unit,
-            name="twin",
-            client_token="same",
-        )
-        for _ in range(2)
-    ]
+    twins = [unsaved_job(people, fleet, name="twin", client_token="same") for _ in range(2)]
     with pytest.raises(IntegrityError), transaction.atomic():
         insert_new(twins)
     assert not Job.objects.filter(name="twin").exists()

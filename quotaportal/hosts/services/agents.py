@@ -225,14 +225,12 @@ def heartbeat(
         # A lost host keeps nothing: its jobs were failed over. It must register again.
         raise InvalidInput({"name": f"host {name} was marked LOST; register it again"})
     if running is not None:
-        heard = {} if heard_up_to is None else {"pk__lte": heard_up_to}
-        not_running = list(
-            Placement.objects.filter(
-                host=host, exited_at__isnull=True, attempt__stopped_at__isnull=False, **heard
-            )
-            .exclude(pk__in=running)
-            .values_list("id", "attempt__job_id")
-        )
+        ended = Placement.objects.filter(
+            host=host, exited_at__isnull=True, attempt__stopped_at__isnull=False
+        ).exclude(pk__in=running)
+        if heard_up_to is not None:
+            ended = ended.filter(pk__lte=heard_up_to)
+        not_running = list(ended.values_list("id", "attempt__job_id"))
         if not_running and close_still_open([pk for pk, _ in not_running], now):
             wake_held_retries(env_id, [job for _, job in not_running])
     work = host_work(host)

@@ -6,13 +6,17 @@ index more for no lookup (a tick that starts a thousand jobs writes a thousand o
 Only the indexes are dropped (by name, on PostgreSQL and SQLite alike): AlterField alone would
 also drop and re-add each foreign key, and re-validating one scans its whole table."""
 
-import django.db.models.deletion
 from django.db import migrations, models
 
-DROPPED = [
-    ("quotas_event_job_queue_id_f87ce8f5", "quotas_event", "job_queue_id"),
-    ("quotas_jobattempt_job_id_c0b8415b", "quotas_jobattempt", "job_id"),
-    ("quotas_quotashare_job_queue_id_50f16834", "quotas_quotashare", "job_queue_id"),
+# (index dropped, its table and column; the model and field that lose db_index; the field's
+# other options, unchanged)
+UNINDEXED = [
+    ("quotas_event_job_queue_id_f87ce8f5", "quotas_event", "job_queue_id", "event", "job_queue",
+     {"to": "quotas.jobqueue", "blank": True, "null": True}),
+    ("quotas_jobattempt_job_id_c0b8415b", "quotas_jobattempt", "job_id", "jobattempt", "job",
+     {"to": "quotas.job", "related_name": "attempts"}),
+    ("quotas_quotashare_job_queue_id_50f16834", "quotas_quotashare", "job_queue_id",
+     "quotashare", "job_queue", {"to": "quotas.jobqueue", "related_name": "quota_shares"}),
 ]
 
 
@@ -25,43 +29,20 @@ class Migration(migrations.Migration):
         migrations.SeparateDatabaseAndState(
             database_operations=[
                 migrations.RunSQL(
-                    f'DROP INDEX IF EXISTS "{name}"',
-                    reverse_sql=f'CREATE INDEX IF NOT EXISTS "{name}" ON "{table}" ("{column}")',
+                    f'DROP INDEX IF EXISTS "{index}"',
+                    reverse_sql=f'CREATE INDEX IF NOT EXISTS "{index}" ON "{table}" ("{column}")',
                 )
-                for name, table, column in DROPPED
+                for index, table, column, *_ in UNINDEXED
             ],
             state_operations=[
                 migrations.AlterField(
-                    model_name="event",
-                    name="job_queue",
+                    model_name=model,
+                    name=field,
                     field=models.ForeignKey(
-                        blank=True,
-                        db_index=False,
-                        null=True,
-                        on_delete=django.db.models.deletion.CASCADE,
-                        to="quotas.jobqueue",
+                        db_index=False, on_delete=models.CASCADE, **options
                     ),
-                ),
-                migrations.AlterField(
-                    model_name="jobattempt",
-                    name="job",
-                    field=models.ForeignKey(
-                        db_index=False,
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="attempts",
-                        to="quotas.job",
-                    ),
-                ),
-                migrations.AlterField(
-                    model_name="quotashare",
-                    name="job_queue",
-                    field=models.ForeignKey(
-                        db_index=False,
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="quota_shares",
-                        to="quotas.jobqueue",
-                    ),
-                ),
+                )
+                for *_, model, field, options in UNINDEXED
             ],
         ),
     ]
