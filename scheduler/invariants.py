@@ -2,8 +2,9 @@
 
 The checker replays the plan's dispatches in order on a fresh ledger and verifies at each
 step: capacity per unit never exceeded, RESERVE idle capacity never taken by another share,
-borrow ceilings held, cross-share preemption only by a share within its limit and never
-pushing a victim's share below its own limit, in-share victims strictly lower in priority,
+borrow ceilings held, cross-share preemption only by a share within its limit and only of
+borrowing jobs (those holding part of their share's borrowed amount U - L, attributed to the
+share's jobs in victim order), in-share victims strictly lower in priority,
 and every RUNNABLE job left with a pending reason and a position.
 """
 
@@ -23,6 +24,7 @@ from scheduler.model import (
     job_field,
     runnable_and_dispatched,
 )
+from scheduler.victims import victim_order
 
 _id = job_field("id")
 
@@ -57,6 +59,7 @@ class _Replay:
         self.runnable = set(map(_id, runnable))
         self.ledger = Ledger(snapshot.capacity, self.shares, dispatched)
         self.fit_to = dict(snapshot.fit_to)
+        self._by_share_unit: dict[tuple[str, str], list[Job]] = {}
         self.violations: list[str] = []
 
     def fail(self, message: str) -> None:
@@ -127,6 +130,8 @@ class _Replay:
             self.fail(f"{preemption.job_id} preempted but was not dispatched before the tick")
             return
         owner = self.shares[victim.share]
+        if preemption.kind is PreemptionKind.CROSS_SHARE and not self._is_borrowing_job(victim):
+            self.fail(f"cross-share victim {victim.id} holds none of {owner.name}'s borrowed units")
         if preemption.kind is PreemptionKind.IN_SHARE:
             if owner is not share:
                 self.fail(f"in-share victim {victim.id} is in another share")
@@ -142,10 +147,30 @@ class _Replay:
         if preemption.kind is PreemptionKind.CAPACITY:
             self.fail(f"{victim.id} preempted for capacity by {preemptor.id}")
         self._remove(victim, owner)
-        if preemption.kind is PreemptionKind.CROSS_SHARE and self.ledger.used(
-            owner, victim.unit
-        ) < owner.limit(victim.unit):
-            self.fail(f"preempting {victim.id} pushes share {owner.name} below its limit")
+
+    def _is_borrowing_job(self, victim: Job) -> bool:
+        """Whether the share's jobs ahead of the victim in victim order, still dispatched,
+        leave some of the share's borrowed amount U - L to it."""
+        owner = self.shares[victim.share]
+        borrowed = self.ledger.used(owner, victim.unit) - owner.limit(victim.unit)
+        key = victim_order(victim)
+        ahead = sum(
+            job.quantity
+            for job in self._dispatched_of(victim.share, victim.unit)
+            if job.id in self.dispatched and victim_order(job) > key
+        )
+        return ahead < borrowed
+
+    def _dispatched_of(self, share: str, unit: str) -> list[Job]:
+        """The share's jobs on the unit that were dispatched before the tick."""
+        key = (share, unit)
+        if key not in self._by_share_unit:
+            self._by_share_unit[key] = [
+                job
+                for job in self.jobs.values()
+                if job.share == share and job.unit == unit and job.dispatched_at is not None
+            ]
+        return self._by_share_unit[key]
 
     def _check_pending(self, plan: Plan, positions: bool) -> None:
         if plan.pending.keys() != self.runnable:

@@ -101,6 +101,7 @@ class _Tick:
         self.evictions: list[Preemption] = []
         self.preempted: dict[str, list[Job]] = defaultdict(list)
         self.fit_to = snapshot.fit_to
+        self.victim_shares: set[str] = set()  # shares that lost jobs since step 1 last looked
 
     def run(self, explain: bool = True, positions: bool = True) -> Plan:
         self.fit_capacity()
@@ -140,8 +141,15 @@ class _Tick:
             # A preemption elsewhere may have changed this share's candidate since it was queued.
             if job is not None and job.id == entry[4] and not self._start_within_quota(queue, job):
                 queue.give_up_on_candidate()
-            if entry := self._quota_entry(queue):
-                heapq.heappush(heap, entry)
+            # A share that lost a job straddling its limit may now be within it.
+            for touched in (queue, *map(self._queue_of, self._drain_victim_shares())):
+                if entry := self._quota_entry(touched):
+                    heapq.heappush(heap, entry)
+
+    def _drain_victim_shares(self) -> list[str]:
+        names = sorted(self.victim_shares)
+        self.victim_shares.clear()
+        return names
 
     def _quota_entry(self, queue: ShareQueue) -> tuple | None:
         """Heap key for a share whose candidate stays within quota: lowest usage ratio first."""
@@ -230,6 +238,7 @@ class _Tick:
         queue.take(job)
         for victim in victims:
             self._queue_of(victim.share).note_victim(victim)
+            self.victim_shares.add(victim.share)
         borrowing = self.ledger.is_borrowing(share, job.unit)
         self.dispatches.append(Dispatch(job.id, borrowing, tuple(preemptions)))
 

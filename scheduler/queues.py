@@ -84,6 +84,10 @@ class ShareQueue:
         return not self.skipping and not self.victim_leads
 
     def note_victim(self, victim: Job) -> None:
+        """A job of this share was preempted this tick; it leads the share if it comes first.
+        A victim the share can never hold again (its limit was lowered) leads nobody."""
+        if not self.share.could_ever_hold(victim):
+            return
         head = self.head
         if head is None or order_key(victim) < order_key(head):
             self.victim_leads = True

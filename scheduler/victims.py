@@ -4,6 +4,11 @@ Victim order (both kinds): lowest scheduling priority first, then the most recen
 dispatched, ties broken by the later position in share order. The greedy walk takes
 candidates in that order until the preemptor fits, then walks the chosen set backwards and
 drops every victim the preemptor turns out not to need.
+
+A borrowing share's borrowed amount U - L is attributed to its jobs in victim order: a job
+holding any attributed instance is a *borrowing job* and may be taken across shares whole,
+even when that takes its share below its limit (AWS: a share may always take back what it
+lent). A job wholly within its share's limit is never a cross-share victim.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from scheduler.ledger import Ledger
 from scheduler.model import Job, Share
 
 
-def _victim_order(job: Job) -> tuple:
+def victim_order(job: Job) -> tuple:
     # Sorted in reverse: priority ascending, dispatched_at, created_at and id descending.
     return (-job.priority, job.dispatched_at, job.created_at, job.id)
 
@@ -36,7 +41,7 @@ class VictimPool:
     def _in_order(self, unit: str) -> list[Job]:
         jobs = self._by_unit.get(unit, [])
         if unit not in self._sorted:
-            jobs.sort(key=_victim_order, reverse=True)
+            jobs.sort(key=victim_order, reverse=True)
             self._sorted.add(unit)
         return jobs
 
@@ -63,28 +68,24 @@ class VictimPool:
     def reclaimable(
         self, ledger: Ledger, share: Share, unit: str, shortfall: int
     ) -> list[Job] | None:
-        """Cross-share: borrowers' jobs whose loss leaves each share at or above its limit."""
-        shares = ledger.shares
-        released: dict[str, int] = defaultdict(int)
+        """Cross-share: borrowing jobs (holding part of their share's borrowed amount)."""
+        reclaimed = _Reclaimed(ledger, unit)
 
         def may_take(job: Job) -> bool:
-            owner = shares[job.share]
-            if owner is share:
-                return False
-            left = ledger.used(owner, unit) - released[job.share] - job.quantity
-            if left < owner.limit(unit):
-                return False
-            released[job.share] += job.quantity
-            return True
+            # A share's jobs arrive in victim order and each one before was taken, so the job
+            # holds an attributed instance exactly while its share still borrows.
+            return job.share != share.name and reclaimed.still_borrowed(job.share) > 0
 
         # Only borrowers' jobs can be taken: walk theirs alone, still in victim order.
         borrowers = sorted(ledger.borrowers.get(unit, set()) - {share.name})
         if not borrowers:
             return None
         candidates = heapq.merge(
-            *(self._of_share(unit, name) for name in borrowers), key=_victim_order, reverse=True
+            *(self._of_share(unit, name) for name in borrowers), key=victim_order, reverse=True
         )
-        return _minimal_set(candidates, self._gone, may_take, lambda freed: freed >= shortfall)
+        return _minimal_set(
+            candidates, self._gone, may_take, lambda freed: freed >= shortfall, reclaimed
+        )
 
     def to_fit(self, ledger: Ledger, unit: str, excess: int) -> list[Job]:
         """Jobs to preempt so `excess` instances of `unit` go (capacity taken away).
@@ -107,23 +108,24 @@ class VictimPool:
             return True
 
         borrowers = sorted(ledger.borrowers.get(unit, set()))
+        freed = _Freed()
         chosen = _greedy(
             heapq.merge(
-                *(self._of_share(unit, n) for n in borrowers), key=_victim_order, reverse=True
+                *(self._of_share(unit, n) for n in borrowers), key=victim_order, reverse=True
             ),
             self._gone,
             keeps_owner_at_limit,
             lambda freed: freed >= excess,
+            freed,
         )
-        freed = sum(job.quantity for job in chosen)
         taken = {job.id for job in chosen}
-        while freed < excess:
+        while freed.total < excess:
             job = self._from_share_furthest_over(ledger, unit, left, taken)
             chosen.append(job)
             taken.add(job.id)
             released[job.share] += job.quantity
-            freed += job.quantity
-        return _drop_unneeded(chosen, lambda freed: freed >= excess)
+            freed.add(job)
+        return _drop_unneeded(chosen, lambda freed: freed >= excess, freed)
 
     def _from_share_furthest_over(self, ledger, unit, left, taken) -> Job:
         remaining = {
@@ -148,7 +150,61 @@ class VictimPool:
         def enough(freed: int) -> bool:
             return available + freed >= head.quantity and ledger.within_ceiling(share, head, freed)
 
-        return _minimal_set(lower, self._gone, _any_job, enough)
+        return _minimal_set(lower, self._gone, _any_job, enough, _Freed())
+
+
+class _Freed:
+    """The instances a set of victims frees, kept up to date as victims are added or dropped."""
+
+    def __init__(self) -> None:
+        self.total = 0
+
+    def add(self, job: Job) -> None:
+        self.total += job.quantity
+
+    def remove(self, job: Job) -> None:
+        self.total -= job.quantity
+
+    def without(self, job: Job) -> int:
+        return self.total - job.quantity
+
+
+class _Reclaimed(_Freed):
+    """What victims free for *another* share. A RESERVE share that loses a job straddling its
+    limit holds the part below its limit idle for itself again (DESIGN.md §3), so it gives the
+    preemptor no more than its borrowed amount, whichever of its jobs go."""
+
+    def __init__(self, ledger: Ledger, unit: str) -> None:
+        super().__init__()
+        self.ledger = ledger
+        self.unit = unit
+        self.taken: dict[str, int] = defaultdict(int)
+
+    def still_borrowed(self, name: str) -> int:
+        owner = self.ledger.shares[name]
+        return self.ledger.used(owner, self.unit) - self.taken[name] - owner.limit(self.unit)
+
+    def _given(self, name: str, taken: int) -> int:
+        owner = self.ledger.shares[name]
+        if not owner.reserves_idle:
+            return taken
+        borrowed = self.ledger.used(owner, self.unit) - owner.limit(self.unit)
+        return min(taken, max(0, borrowed))
+
+    def _change(self, job: Job, delta: int) -> int:
+        before = self._given(job.share, self.taken[job.share])
+        return self._given(job.share, self.taken[job.share] + delta) - before
+
+    def add(self, job: Job) -> None:
+        self.total += self._change(job, job.quantity)
+        self.taken[job.share] += job.quantity
+
+    def remove(self, job: Job) -> None:
+        self.total += self._change(job, -job.quantity)
+        self.taken[job.share] -= job.quantity
+
+    def without(self, job: Job) -> int:
+        return self.total + self._change(job, -job.quantity)
 
 
 def _minimal_set(
@@ -156,11 +212,12 @@ def _minimal_set(
     gone: set[str],
     may_take: Callable[[Job], bool],
     enough: Callable[[int], bool],
+    freed: _Freed,
 ) -> list[Job] | None:
-    chosen = _greedy(candidates, gone, may_take, enough)
-    if not enough(sum(job.quantity for job in chosen)):
+    chosen = _greedy(candidates, gone, may_take, enough, freed)
+    if not enough(freed.total):
         return None
-    return _drop_unneeded(chosen, enough)
+    return _drop_unneeded(chosen, enough, freed)
 
 
 def _greedy(
@@ -168,26 +225,25 @@ def _greedy(
     gone: set[str],
     may_take: Callable[[Job], bool],
     enough: Callable[[int], bool],
+    freed: _Freed,
 ) -> list[Job]:
     """Candidates in order until they free enough (or run out: maybe too few)."""
     chosen: list[Job] = []
-    freed = 0
     for job in candidates:
-        if enough(freed):
+        if enough(freed.total):
             break
         if job.id not in gone and may_take(job):
             chosen.append(job)
-            freed += job.quantity
+            freed.add(job)
     return chosen
 
 
-def _drop_unneeded(chosen: list[Job], enough: Callable[[int], bool]) -> list[Job]:
+def _drop_unneeded(chosen: list[Job], enough: Callable[[int], bool], freed: _Freed) -> list[Job]:
     """Walk the chosen set backwards, dropping every victim the rest can do without."""
-    freed = sum(job.quantity for job in chosen)
     for job in reversed(chosen[:]):
-        if enough(freed - job.quantity):
+        if enough(freed.without(job)):
             chosen.remove(job)
-            freed -= job.quantity
+            freed.remove(job)
     return chosen
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from tests.scheduler.builders import (
     LAB,
     LEND,
+    NOW,
     RESERVE,
     plan,
     preempted,
@@ -175,3 +176,103 @@ def test_share_above_a_lowered_limit_is_reclaimed_when_another_share_needs_it():
     result = plan(snapshot(3, [share("a", 1, RESERVE), share("b", 2, LEND)], jobs))
     assert started(result) == {"b1"}
     assert preempted(result, "cross_share") == {"a3"}
+
+
+def test_a_job_straddling_its_shares_limit_is_taken_back_whole():
+    # The borrower's one job holds 2 instances of its limit and 2 borrowed ones: it is a
+    # borrowing job, so the lender takes it back whole, although that leaves its share idle.
+    jobs = [running("big", "borrower", 4, priority=5, since=1), runnable("l1", "lender", 2, at=2)]
+    snap = snapshot(4, [share("lender", 2, LEND), share("borrower", 2, LAB)], jobs)
+    result = plan(snap)
+    assert started(result) == {"l1"}
+    assert preempted(result, "cross_share") == {"big"}
+    assert reason(result, "big") == "NOTHING_TO_BORROW"
+
+
+def test_borrowed_instances_go_to_jobs_in_victim_order_and_the_rest_are_safe():
+    # Limit 2, use 5: the 3 borrowed instances go to "newest" (1) and "middle" (2), the two
+    # most recently dispatched; "oldest" sits wholly within the limit and is never a victim,
+    # even when the lender would need it.
+    jobs = [
+        running("oldest", "borrower", 2, since=1),
+        running("middle", "borrower", 2, since=2),
+        running("newest", "borrower", 1, since=3),
+        runnable("l1", "lender", 5, at=4),
+    ]
+    snap = snapshot(5, [share("lender", 5, LEND), share("borrower", 2, LAB)], jobs)
+    result = plan(snap)
+    assert started(result) == set()
+    assert preempted(result) == set()
+    assert reason(result, "l1") == "WAITING_FOR_CAPACITY"
+    smaller = snapshot(
+        5,
+        [share("lender", 5, LEND), share("borrower", 2, LAB)],
+        [
+            *jobs[:3],
+            runnable("l1", "lender", 3, at=4),
+        ],
+    )
+    result = plan(smaller)
+    assert started(result) == {"l1"}
+    assert preempted(result, "cross_share") == {"middle", "newest"}
+
+
+def test_a_reserving_share_losing_a_straddler_keeps_its_own_part_idle():
+    # "res" reserves 2 but runs one 3-instance job (its limit was lowered): taking it frees
+    # 3, of which 2 are the reserving share's own idle capacity again, so only 1 goes to the
+    # preemptor. A 2-instance lender job cannot start that way, a 1-instance one can.
+    shares = [share("res", 2, RESERVE), share("lender", 2, LEND)]
+    running_job = running("straddler", "res", 3, since=1)
+    too_big = plan(snapshot(3, shares, [running_job, runnable("l2", "lender", 2, at=2)]))
+    assert started(too_big) == set()
+    assert preempted(too_big) == set()
+    fits = plan(snapshot(3, shares, [running_job, runnable("l1", "lender", 1, at=2)]))
+    assert started(fits) == {"l1"}
+    assert preempted(fits, "cross_share") == {"straddler"}
+
+
+def test_a_share_below_its_limit_after_losing_a_straddler_starts_its_own_head():
+    # "wide" can never hold its 4-instance job again (its limit is 2 and it may not borrow),
+    # so that victim leads nobody: its 1-instance job starts within its limit the same tick.
+    jobs = [
+        running("wide_job", "wide", 4, priority=9, since=1),
+        runnable("w1", "wide", 1, at=2),
+        runnable("l1", "lender", 2, at=3),
+    ]
+    snap = snapshot(4, [share("wide", 2, LAB, borrow=0), share("lender", 2, LEND)], jobs)
+    result = plan(snap)
+    assert preempted(result, "cross_share") == {"wide_job"}
+    assert started(result) == {"l1", "w1"}
+
+
+def test_a_share_pushed_below_its_limit_takes_back_its_own_in_the_same_tick():
+    # The lender takes back "wide"'s straddling job; "wide" is then below its limit with a
+    # job waiting, so within the same tick it reclaims the instance "hog" borrows.
+    jobs = [
+        running("wide_job", "wide", 4, priority=9, since=1),
+        running("h1", "hog", 1, since=1),
+        running("h2", "hog", 1, since=2),
+        runnable("w1", "wide", 1, at=2),
+        runnable("l1", "lender", 4, at=3),
+    ]
+    shares = [share("wide", 2, LAB, borrow=0), share("hog", 1, LAB), share("lender", 4, LEND)]
+    result = plan(snapshot(6, shares, jobs))
+    assert started(result) == {"l1", "w1"}
+    assert preempted(result, "cross_share") == {"wide_job", "h2"}
+
+
+def test_lending_to_a_share_exposes_its_older_job_to_take_back():
+    # Tick 1: the lender's 4-instance head cannot start (3 free, nobody borrows), so the idle
+    # capacity is lent to "lab"'s new job. That puts lab above its limit with its older,
+    # lower-priority job first in victim order: both are now borrowing jobs, and tick 2
+    # takes both back for the lender's head.
+    shares = [share("lab", 1, LAB), share("lender", 4, LEND)]
+    old = running("old", "lab", 1, priority=0, since=1)
+    waiting = [runnable("new", "lab", 2, 1, at=2), runnable("l1", "lender", 4, at=3)]
+    first = plan(snapshot(4, shares, [old, *waiting]))
+    assert started(first) == {"new"}
+    assert reason(first, "l1") == "WAITING_FOR_CAPACITY"
+    new = running("new", "lab", 2, priority=1, at=2, since=NOW)
+    second = plan(snapshot(4, shares, [old, new, runnable("l1", "lender", 4, at=3)]))
+    assert started(second) == {"l1"}
+    assert preempted(second, "cross_share") == {"old", "new"}

@@ -10,12 +10,17 @@ from __future__ import annotations
 
 import os
 import random
+from collections import defaultdict
+from dataclasses import replace
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduler import Job, Ordering, Share, Snapshot, Strategy, check_plan, plan_tick
+from scheduler.invariants import InvariantViolation
 from scheduler.model import PendingReason
+from scheduler.victims import victim_order
 
 UNITS = ("a100", "h100", "l4")
 # QP_PROPERTY_EXAMPLES=5000 for a deeper local run; CI uses the default, derandomized.
@@ -119,8 +124,14 @@ def test_pending_reasons_agree_with_the_share_settings(snapshot):
 
 @settings(max_examples=EXAMPLES, deadline=None)
 @given(snapshots())
-def test_a_tick_on_its_own_outcome_preempts_nothing_it_just_started(snapshot):
-    """Applying a plan and planning again never preempts a job the first tick started."""
+def test_a_tick_on_its_own_outcome_takes_back_a_job_it_just_started_only_with_an_exposed_one(
+    snapshot,
+):
+    """Applying a plan and planning again preempts a job the first tick started only when the
+    same reclaim takes an older job that the first tick's lending made a borrowing job: lent
+    capacity put part of its share's borrowed amount on that job (DESIGN.md §3), and together
+    they cover a head the first tick could not start. Capacity merely lent is never worth
+    taking back alone, so a plan is otherwise stable."""
     first = plan_tick(snapshot, 100.0)
     started = set(first.dispatched_ids)
     victims = {p.job_id for p in first.preemptions}
@@ -136,8 +147,31 @@ def test_a_tick_on_its_own_outcome_preempts_nothing_it_just_started(snapshot):
     second_snapshot = Snapshot(snapshot.capacity, snapshot.shares, tuple(after), snapshot.ordering)
     second = plan_tick(second_snapshot, 101.0)
     check_plan(second_snapshot, second)
-    cross = {p.job_id for p in second.preemptions if p.kind == "cross_share"}
-    assert not cross & started
+    borrowing_before = _borrowing_jobs(snapshot)
+    for dispatch in second.dispatches:
+        taken = {p.job_id for p in dispatch.preempted if p.kind == "cross_share"}
+        if taken & started:
+            exposed = taken - started - borrowing_before
+            assert exposed, f"{dispatch.job_id} takes back only what was just lent: {taken}"
+
+
+def _borrowing_jobs(snapshot: Snapshot) -> set[str]:
+    """The dispatched jobs holding part of their share's borrowed amount U - L, attributed to
+    the share's jobs in victim order."""
+    shares = {share.name: share for share in snapshot.shares}
+    by_share_unit = defaultdict(list)
+    for job in snapshot.jobs:
+        if job.dispatched_at is not None:
+            by_share_unit[job.share, job.unit].append(job)
+    borrowing = set()
+    for (name, unit), jobs in by_share_unit.items():
+        left = sum(job.quantity for job in jobs) - shares[name].limit(unit)
+        for job in sorted(jobs, key=victim_order, reverse=True):
+            if left <= 0:
+                break
+            borrowing.add(job.id)
+            left -= job.quantity
+    return borrowing
 
 
 @settings(max_examples=EXAMPLES, deadline=None)
@@ -171,3 +205,27 @@ def test_a_plan_without_positions_decides_and_explains_the_same(snapshot):
     assert {(p.position_in_share, p.position_in_queue) for p in unnumbered.pending.values()} <= {
         (0, 0)
     }
+
+
+def test_the_checker_refuses_a_cross_share_victim_wholly_within_its_limit():
+    """Take an honest plan that reclaims a borrowing job and name the job within the limit
+    as its victim instead: the checker must say so."""
+    shares = (
+        Share("lender", {"gpu": 1}, Strategy.LEND),
+        Share("borrower", {"gpu": 1}, Strategy.LEND_AND_BORROW),
+    )
+    jobs = (
+        Job("inside", "borrower", "gpu", 1, 0, created_at=0.0, dispatched_at=1.0),
+        Job("borrowed", "borrower", "gpu", 1, 0, created_at=0.0, dispatched_at=2.0),
+        Job("l1", "lender", "gpu", 1, 0, created_at=3.0),
+    )
+    snapshot = Snapshot({"gpu": 2}, shares, jobs, Ordering.STRICT)
+    honest = plan_tick(snapshot, 100.0)
+    check_plan(snapshot, honest)
+    (dispatch,) = honest.dispatches
+    (preemption,) = dispatch.preempted
+    assert preemption.job_id == "borrowed"
+    wrong = replace(preemption, job_id="inside")
+    forged = replace(honest, dispatches=(replace(dispatch, preempted=(wrong,)),))
+    with pytest.raises(InvariantViolation, match="inside holds none of borrower's borrowed"):
+        check_plan(snapshot, forged)
