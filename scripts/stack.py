@@ -183,6 +183,7 @@ class Stack:
                 str(self.dir / name),
                 "--interval",
                 "0.5",
+                "--allow-root-jobs",  # benchmarks and the soak run as whoever starts them
                 *extra,
             ],
             env=env,

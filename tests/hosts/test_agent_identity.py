@@ -281,3 +281,19 @@ def test_batched_reports_apply_in_order_and_a_stale_one_spoils_no_other(people, 
         {"name": "gpu-1", "reports": [{"placement": placement, "event": "started"}]},
     )
     assert stolen.status_code == 403, "a token reports only for its own host"
+
+
+def test_an_agent_run_as_root_refuses_to_run_jobs_as_root_unless_told(capsys, monkeypatch):
+    from quotaportal.hosts.agent import __main__ as agent_cli
+
+    monkeypatch.setenv("QP_AGENT_TOKEN", "t")
+    monkeypatch.setattr(agent_cli.os, "geteuid", lambda: 0)
+    base = ["--server", "http://127.0.0.1:9", "--capacity-unit", "a100", "--simulate", "1"]
+    assert agent_cli.main(base) == 2
+    err = capsys.readouterr().err
+    assert "Pass --run-as USER" in err
+    assert "--allow-root-jobs" in err
+    args = agent_cli.parse([*base, "--allow-root-jobs"])
+    assert agent_cli.root_jobs_error(args) == ""
+    monkeypatch.setattr(agent_cli.os, "geteuid", lambda: 1000)
+    assert agent_cli.root_jobs_error(agent_cli.parse(base)) == ""

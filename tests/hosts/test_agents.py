@@ -79,6 +79,7 @@ class Fleet:
                 "1",
                 "--work-dir",
                 str(self.work_dir(name)),
+                "--allow-root-jobs",  # the suite may run as root; --run-as in extra wins
                 *extra,
             ],
             stdout=log,

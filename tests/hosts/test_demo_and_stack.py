@@ -182,6 +182,7 @@ def test_the_agent_reports_an_unreachable_server(capsys, monkeypatch, tmp_path):
             "1",
             "--work-dir",
             str(tmp_path),
+            "--allow-root-jobs",
         ]
     )
     assert code == 3
@@ -201,6 +202,7 @@ def test_the_agent_refuses_a_bad_token(live_server, capsys, tmp_path, monkeypatc
             "1",
             "--work-dir",
             str(tmp_path),
+            "--allow-root-jobs",
         ]
     )
     assert code == 2

@@ -42,6 +42,13 @@ def parse(argv):
         " token file or the agent's environment",
     )
     parser.add_argument(
+        "--allow-root-jobs",
+        action="store_true",
+        help="an agent run as root refuses to start unless --run-as names the user jobs run"
+        " as; this runs them as root instead (they could then read the token and every"
+        " process on the host)",
+    )
+    parser.add_argument(
         "--pass-env",
         action="append",
         default=[],
@@ -136,7 +143,17 @@ def startup(args) -> tuple[str, JobUser | None, list[int], str]:
     token, error = read_token(args.token_file)
     user, user_error = job_user(args.run_as)
     gpus, gpu_error = ([], "") if error or user_error else host_gpus(args.simulate)
-    return token, user, gpus, error or user_error or gpu_error
+    return token, user, gpus, error or user_error or gpu_error or root_jobs_error(args)
+
+
+def root_jobs_error(args) -> str:
+    if os.geteuid() != 0 or args.run_as or args.allow_root_jobs:
+        return ""
+    return (
+        "the agent runs as root, so its jobs would too, and could read its token and every "
+        "process on this host. Pass --run-as USER (an unprivileged user for jobs), or "
+        "--allow-root-jobs if jobs really must run as root."
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -23,6 +23,7 @@ import threading
 import time
 from pathlib import Path
 
+from quotaportal.hosts.agent import containment
 from quotaportal.hosts.agent.client import AgentError, AuthError, Client, Unreachable
 from quotaportal.hosts.agent.reporter import Reporter
 from quotaportal.hosts.agent.runner import JobUser, RunningJob, StartFailed, kill_group
@@ -137,6 +138,8 @@ class Agent:
         # of jobs (close_fds), so the read end sees EOF exactly when this process is gone.
         self.lifeline_read, self._lifeline_write = os.pipe()
         self.spawner = Spawner(self.lifeline_read)  # forks the shims; started on first use
+        self.contained = containment.detect(name, work_dir)
+        log.info("containment: %s", self.contained.describe())
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -304,6 +307,7 @@ class Agent:
                 user=self.user,
                 pass_env=self.pass_env,
                 spawner=self.spawner,
+                contained=self.contained,
             )
         except StartFailed as err:
             # One job's bad command or a full disk fails that attempt, never the agent.
@@ -420,6 +424,8 @@ class Agent:
             if kill_group(entry["pgid"], entry.get("started")):
                 stopped += 1
                 log.warning("stopped job group %s left by an earlier agent", entry["pgid"])
+        # What escaped its group is still in its cgroup.
+        stopped += self.contained.stop_leftovers()
         self.save_state()
         return stopped
 

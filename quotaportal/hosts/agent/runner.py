@@ -16,7 +16,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from quotaportal.hosts.agent.shim import child_exit_fd
+from quotaportal.hosts.agent import containment
+from quotaportal.hosts.agent.containment import Containment
+from quotaportal.hosts.agent.shim import cgroup_populated, child_exit_fd, signal_job
 from quotaportal.hosts.agent.spawner import SHIM, Spawner
 
 TAIL_BYTES = 4000
@@ -79,8 +81,10 @@ class RunningJob:
         user: JobUser | None = None,
         pass_env: tuple[str, ...] = (),
         spawner: Spawner | None = None,
+        contained: Containment | None = None,
     ):
         self.spec = spec
+        self.cgroups: list[str] = []
         self.placement = spec["placement"]
         self.gpus = set(spec["gpu_indices"])
         self.grace = float(spec.get("grace_seconds", 30))
@@ -105,7 +109,9 @@ class RunningJob:
             if user.uid is not None:
                 os.chown(script, user.uid, user.gid)
             env = job_environment(spec, job_dir, checkpoints, user, pass_env)
-            shim_args = shim_arguments(orphan_grace, lifeline, script, user)
+            if contained is not None:
+                self.cgroups = contained.create(job_dir.name)
+            shim_args = shim_arguments(orphan_grace, lifeline, script, self.cgroups, user)
             self.process = spawner and spawner.spawn(
                 shim_args,
                 cwd=job_dir,
@@ -116,15 +122,19 @@ class RunningJob:
             if self.process is None:
                 self.process = start_shim(shim_args, job_dir, env, self.log_path, lifeline)
         except (OSError, ValueError, subprocess.SubprocessError) as err:
+            containment.release(self.cgroups)
             raise StartFailed(f"Could not start the job: {err}") from err
         self.started_ticks = process_start_ticks(self.process.pid)
         self.exit_fd = child_exit_fd(self.process.pid)  # readable once the shim has exited
 
     def release(self) -> None:
-        """Close what the agent held to watch the job (it has exited, or is forgotten)."""
+        """Close what the agent held to watch the job (it has exited, or is forgotten), and
+        remove its cgroup, killing whatever might still be in it."""
         if self.exit_fd is not None:
             os.close(self.exit_fd)
             self.exit_fd = None
+        containment.release(self.cgroups)
+        self.cgroups = []
 
     @property
     def stopping(self) -> bool:
@@ -142,17 +152,24 @@ class RunningJob:
             self._signal(signal.SIGKILL)
 
     def _signal(self, sig: int) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.process.pid, sig)
+        """Signal all of the job: its cgroup (or the shim's descendants) and its group."""
+        tracked = self.cgroups[0] if self.cgroups else ""
+        signal_job(self.process.pid, sig, tracked, self.process.pid)
+        if sig == signal.SIGKILL:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.process.pid, sig)
 
     def poll(self) -> int | None:
-        """The job's exit code once its whole process group is gone, else None.
+        """The job's exit code once all of it is gone, else None.
 
-        The shim exits only when every process of its group has, but a SIGKILL of the group
-        ends the shim first: the GPUs are free only when no process of the job remains.
+        The shim exits only when every process of the job has, but a SIGKILL of the group
+        ends the shim first: the GPUs are free only when no process of the job remains, in
+        its group or in its cgroup.
         """
         code = self.process.poll()
         if code is None or group_alive(self.process.pid):
+            return None
+        if self.cgroups and cgroup_populated(self.cgroups[0]):
             return None
         return code
 
@@ -166,10 +183,12 @@ class RunningJob:
             return ""
 
 
-def shim_arguments(grace: float, lifeline: int, script: Path, user: JobUser) -> list[str]:
-    """shim.main's arguments: GRACE_SECONDS LIFELINE_FD SCRIPT [UID GID]."""
+def shim_arguments(
+    grace: float, lifeline: int, script: Path, cgroups: list[str], user: JobUser
+) -> list[str]:
+    """shim.main's arguments: GRACE_SECONDS LIFELINE_FD SCRIPT CGROUPS [UID GID]."""
     owner = [] if user.uid is None else [str(user.uid), str(user.gid)]
-    return [str(grace), str(lifeline), str(script), *owner]
+    return [str(grace), str(lifeline), str(script), ":".join(cgroups) or "-", *owner]
 
 
 def start_shim(

@@ -1,12 +1,19 @@
 """The supervisor between the agent and one rank of a job (like containerd's shim).
 
-    python -I -S shim.py GRACE_SECONDS LIFELINE_FD SCRIPT [UID GID]
+    python -I -S shim.py GRACE_SECONDS LIFELINE_FD SCRIPT CGROUPS [UID GID]
     python -I -S shim.py --serve LIFELINE_FD SOCKET_FD      (the spawner, see serve())
 
 It leads the job's process group and runs `/bin/sh SCRIPT` in it. It holds the read end of a
 pipe whose write end only the agent holds: when the agent dies, even by `kill -9`, the pipe
-reads end-of-file and the shim stops the whole group (SIGTERM, then SIGKILL after the grace
+reads end-of-file and the shim stops the whole job (SIGTERM, then SIGKILL after the grace
 period), so no job outlives its agent and later runs twice beside its own retry.
+
+CGROUPS is the rank's cgroup directories joined by ':' ('-' for none; the first one tracks
+the job, see containment.py). The job's first process joins them before it runs the script,
+so every descendant is in them whatever it does with sessions and process groups (`setsid`,
+a double fork): the job is over when its cgroup is empty, and a stop reaches all of it.
+Without cgroups the shim is its job's subreaper: whatever leaves the group becomes the shim's
+child, so it waits for, and stops, every descendant.
 
 With UID and GID the job runs as that user (`quotaportal-agent --run-as`); the shim stays
 with the agent's user, so it can always stop the job, and the job cannot read the agent's
@@ -51,10 +58,14 @@ def others_alive(pgid: int, me: int) -> bool:
     return False
 
 
-def job_left(pgid: int, reaper: bool) -> bool:
-    """Is a live process of the job's group left once its first process has exited?"""
-    if reaper and no_descendants():
-        return False  # the usual answer, without reading every process's state
+def job_left(pgid: int, reaper: bool, cgroup: str = "") -> bool:
+    """Is a live process of the job left once its first process has exited?"""
+    if cgroup:
+        no_descendants()  # reap the exited ones
+        return cgroup_populated(cgroup)
+    if reaper:
+        # Whatever left the group (setsid, a double fork) became the shim's child.
+        return not no_descendants()
     return others_alive(pgid, os.getpid())
 
 
@@ -81,22 +92,144 @@ def lifeline_cut(fd: int, timeout: float, also: list[int] = ()) -> bool:
     return fd in readable and os.read(fd, 1) == b""
 
 
-def stop_group(pgid: int, grace: float) -> None:
-    os.killpg(pgid, signal.SIGTERM)
+def stop_job(pgid: int, grace: float, cgroup: str, reaper: bool) -> None:
+    """SIGTERM to all of the job, SIGKILL to what is left after the grace period."""
+    signal_job(pgid, signal.SIGTERM, cgroup, os.getpid())
     deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and others_alive(pgid, os.getpid()):
+    while time.monotonic() < deadline and job_left(pgid, reaper, cgroup):
         time.sleep(POLL_SECONDS)
+    signal_job(pgid, signal.SIGKILL, cgroup, os.getpid())
     os.killpg(pgid, signal.SIGKILL)  # ends the shim too
+
+
+def signal_job(pgid: int, sig: int, cgroup: str, shim: int) -> None:
+    """Signal every process of a job: its cgroup, else the shim's descendants; and its group.
+    The shim itself (the group's leader) only takes SIGTERM, with a handler."""
+    if cgroup:
+        if sig == signal.SIGKILL:
+            cgroup_kill(cgroup)
+        else:
+            cgroup_signal(cgroup, sig)
+    else:
+        for pid in descendants(shim):
+            _signal_pid(pid, sig)
+    if sig != signal.SIGKILL:
+        _signal_pid(-pgid, sig)
+
+
+def _signal_pid(pid: int, sig: int) -> None:
+    """os.kill, for a process (or a group, as -pgid) that may be gone already."""
+    try:  # noqa: SIM105 - contextlib would add to every job's start-up
+        os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def descendants(root: int) -> list[int]:
+    """Every live process below `root`, read from /proc (the containment of last resort)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat_file:
+                stat = stat_file.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if len(fields) > 1 and fields[0] != "Z":
+            children.setdefault(int(fields[1]), []).append(int(entry))
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+# -- cgroups: a rank's processes, whatever they do with sessions --------------------------
+
+
+def cgroup_join(dirs: list[str]) -> None:
+    """Move the calling process into every directory's cgroup ('0' is the writer itself)."""
+    for folder in dirs:
+        with open(f"{folder}/cgroup.procs", "w") as procs:
+            procs.write("0")
+
+
+def cgroup_pids(folder: str) -> list[int]:
+    try:
+        with open(f"{folder}/cgroup.procs") as procs:
+            return [int(line) for line in procs.read().split()]
+    except OSError:
+        return []
+
+
+def cgroup_populated(folder: str) -> bool:
+    """Is a live process left in the cgroup (or one below it)?"""
+    try:
+        with open(f"{folder}/cgroup.events") as events:  # cgroup v2
+            return "populated 1" in events.read()
+    except FileNotFoundError:
+        return bool(cgroup_pids(folder))  # v1: exited processes leave cgroup.procs at once
+    except OSError:
+        return False
+
+
+def cgroup_signal(folder: str, sig: int) -> None:
+    for pid in cgroup_pids(folder):
+        _signal_pid(pid, sig)
+
+
+def cgroup_kill(folder: str) -> None:
+    """SIGKILL everything in the cgroup, including what forks meanwhile: cgroup.kill (v2,
+    Linux 5.14+) does it in the kernel; else the cgroup is frozen, killed and thawed."""
+    try:
+        with open(f"{folder}/cgroup.kill", "w") as kill:
+            kill.write("1")
+        return
+    except OSError:
+        pass
+    frozen = _cgroup_freeze(folder, True)
+    for _ in range(100):  # without a freezer a fork may slip between reading and killing
+        pids = cgroup_pids(folder)
+        if not pids:
+            break
+        for pid in pids:
+            _signal_pid(pid, signal.SIGKILL)
+        if frozen:
+            break
+        time.sleep(0.01)
+    if frozen:
+        _cgroup_freeze(folder, False)
+
+
+def _cgroup_freeze(folder: str, frozen: bool) -> bool:
+    for name, value in (
+        ("cgroup.freeze", "1" if frozen else "0"),  # v2
+        ("freezer.state", "FROZEN" if frozen else "THAWED"),  # v1 freezer
+    ):
+        try:
+            with open(f"{folder}/{name}", "w") as control:
+                control.write(value)
+            return True
+        except OSError:
+            continue
+    return False
 
 
 def main(argv: list[str], reaper: bool = False) -> int:
     grace, lifeline, script = float(argv[0]), int(argv[1]), argv[2]
-    as_user = (int(argv[3]), int(argv[4])) if len(argv) == 5 else None
+    cgroups = [] if argv[3] == "-" else argv[3].split(":")
+    as_user = (int(argv[4]), int(argv[5])) if len(argv) == 6 else None
     # The agent stops a job with killpg(SIGTERM): the shim must outlive it to report the code.
     # A handler (not SIG_IGN) so the job itself still gets the default action after exec.
     signal.signal(signal.SIGTERM, lambda *_: None)
+    if not reaper and not cgroups:
+        reaper = become_subreaper()
     pgid = os.getpgid(0)
-    child = start_job(script, as_user)
+    tracked = cgroups[0] if cgroups else ""
+    child = start_job(script, as_user, cgroups)
     exited = child_exit_fd(child)
     code = None
     while True:
@@ -104,17 +237,25 @@ def main(argv: list[str], reaper: bool = False) -> int:
             pid, status = os.waitpid(child, os.WNOHANG)
             if pid:
                 code = exit_code(status)
-        if code is not None and not job_left(pgid, reaper):
+        if code is not None and not job_left(pgid, reaper, tracked):
             return code
         # Wake the moment the job exits (its pidfd turns readable), not at the next poll; once
-        # it has, look often for the rest of its group to be gone.
+        # it has, look often for the rest of it to be gone.
         watched = [exited] if code is None and exited is not None else []
         if lifeline_cut(lifeline, POLL_SECONDS if code is None else LINGER_SECONDS, watched):
-            stop_group(pgid, grace)
+            stop_job(pgid, grace, tracked, reaper)
 
 
-def start_job(script: str, as_user: tuple[int, int] | None) -> int:
-    """Fork and exec `/bin/sh SCRIPT` in the shim's group; the child's pid.
+def become_subreaper() -> bool:
+    """A shim started alone (no spawner) makes itself its job's subreaper, as a forked one is."""
+    import ctypes  # only on this path: the spawner's shims are subreapers already
+
+    return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+
+
+def start_job(script: str, as_user: tuple[int, int] | None, cgroups: list[str]) -> int:
+    """Fork and exec `/bin/sh SCRIPT` in the shim's group and the rank's cgroups; the child's
+    pid. A job that cannot join its cgroups does not run: it could not be stopped whole.
 
     The job keeps only stdin, stdout and stderr: it must never hold the lifeline, or the
     agent's death would not reach the shim while the job lives.
@@ -124,6 +265,7 @@ def start_job(script: str, as_user: tuple[int, int] | None) -> int:
         return pid
     try:
         os.closerange(3, MAX_FD)
+        cgroup_join(cgroups)
         if as_user is not None:
             uid, gid = as_user
             os.setgroups([])

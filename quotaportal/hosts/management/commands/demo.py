@@ -107,6 +107,8 @@ class Command(BaseCommand):
                 str(work_dir),
                 "--interval",
                 "1",
+                # The demo's one host runs demo jobs for whoever started it, on their machine.
+                "--allow-root-jobs",
             ],
             # The token travels in the environment, never on a command line others can read.
             env={**os.environ, "QP_AGENT_TOKEN": token},

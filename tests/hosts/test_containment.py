@@ -1,0 +1,232 @@
+"""A job cannot escape its rank: whatever it does with sessions and process groups (`setsid`,
+a double fork, fifty detached sleepers), it is over only when all of it is gone, and a stop
+reaches all of it. With cgroup v2, with cgroup v1's freezer, and with neither (the shim as
+subreaper)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from quotaportal.hosts.agent import containment
+from quotaportal.hosts.agent.containment import Containment
+from quotaportal.hosts.agent.runner import RunningJob, StartFailed
+from quotaportal.hosts.agent.spawner import Spawner
+
+ESCAPES = {
+    "setsid": "setsid sleep 302 >/dev/null 2>&1 </dev/null & echo $! > {pids}; exit 0",
+    "double fork": (
+        "(setsid sh -c 'sleep 303 >/dev/null 2>&1 </dev/null & echo $! > {pids}' &); exit 0"
+    ),
+    "fifty sleepers": (
+        "for i in $(seq 50); do setsid sleep 306 >/dev/null 2>&1 </dev/null &"
+        " echo $! >> {pids}; done; exit 0"
+    ),
+}
+
+
+@pytest.fixture
+def lifeline():
+    read, write = os.pipe()
+    yield read, write
+    for fd in (read, write):
+        with contextlib.suppress(OSError):  # the test may have closed one
+            os.close(fd)
+
+
+def cgroup_v2(tmp_path) -> Containment:
+    found = containment.detect("test-agent", tmp_path)
+    if found.kind != "cgroup v2":
+        pytest.skip(f"no writable cgroup v2 here ({found.describe()})")
+    return found
+
+
+def cgroup_v1(tmp_path) -> Containment:
+    mount = containment._cgroup_mounts().get("freezer")
+    if mount is None:
+        pytest.skip("no cgroup v1 freezer here")
+    base = mount / f"quotaportal-test-{os.getpid()}-{tmp_path.name}"
+    try:
+        base.mkdir()
+    except OSError as err:
+        pytest.skip(f"cannot make a v1 freezer cgroup: {err}")
+    return Containment("cgroup v1 freezer", base)
+
+
+def no_cgroups(tmp_path) -> Containment:
+    return Containment("none")
+
+
+KINDS = {"cgroup v2": cgroup_v2, "cgroup v1 freezer": cgroup_v1, "subreaper": no_cgroups}
+
+
+@pytest.fixture(params=list(KINDS))
+def contained(request, tmp_path):
+    found = KINDS[request.param](tmp_path)
+    yield found
+    if found.base is not None:
+        found.stop_leftovers()
+        found.base.rmdir()
+
+
+@pytest.fixture(params=["spawner", "alone"])
+def spawner(request, lifeline):
+    if request.param == "alone":
+        yield None
+        return
+    forks = Spawner(lifeline[0])
+    yield forks
+    forks.close()
+
+
+def rank(placement: int, command: str) -> dict:
+    return {
+        "placement": placement,
+        "job_id": f"job-{placement}",
+        "attempt": 1,
+        "rank": 0,
+        "world_size": 1,
+        "master_addr": "",
+        "gpu_indices": [0],
+        "command": command,
+        "grace_seconds": 1,
+        "hold": False,
+    }
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def read_pids(path: Path, count: int) -> list[int]:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if path.exists():
+            pids = [int(line) for line in path.read_text().split()]
+            if len(pids) >= count:
+                return pids
+        time.sleep(0.02)
+    raise AssertionError(f"the job did not write {count} pid(s) to {path}")
+
+
+def wait_for(condition, what: str, timeout: float = 10.0):
+    deadline = time.monotonic() + timeout
+    while not (result := condition()):
+        assert time.monotonic() < deadline, what
+        time.sleep(0.02)
+    return result
+
+
+@pytest.mark.parametrize("escape", list(ESCAPES))
+def test_an_escaped_process_keeps_the_rank_busy_until_a_stop_ends_it(
+    tmp_path, lifeline, spawner, contained, escape
+):
+    pids_file = tmp_path / "pids"
+    count = 50 if escape == "fifty sleepers" else 1
+    job = RunningJob(
+        rank(1, ESCAPES[escape].format(pids=pids_file)),
+        tmp_path,
+        lifeline=lifeline[0],
+        orphan_grace=1,
+        spawner=spawner,
+        contained=contained,
+    )
+    escaped = read_pids(pids_file, count)
+    time.sleep(0.3)  # the shell has long exited
+    assert all(alive(pid) for pid in escaped)
+    assert job.poll() is None, "the rank was reported over while its processes run"
+    job.stop(grace=0.2)
+    while job.poll() is None:
+        job.enforce_deadline()
+        time.sleep(0.02)
+    assert not [pid for pid in escaped if alive(pid)], "a stop left escaped processes alive"
+    job.release()
+    assert not job.cgroups
+
+
+def test_an_agent_killed_outright_takes_escaped_processes_with_it(tmp_path, lifeline, contained):
+    """The shim stops the whole job when its lifeline is cut, escapees included."""
+    read, write = lifeline
+    pids_file = tmp_path / "pids"
+    job = RunningJob(
+        rank(2, ESCAPES["double fork"].format(pids=pids_file)),
+        tmp_path,
+        lifeline=read,
+        orphan_grace=0.2,
+        spawner=None,
+        contained=contained,
+    )
+    (escaped,) = read_pids(pids_file, 1)
+    os.close(write)  # what the agent's death does to the pipe
+    wait_for(lambda: not alive(escaped), "the escaped process outlived its agent")
+    wait_for(lambda: job.process.poll() is not None, "the shim did not end")
+    job.release()
+
+
+def test_a_restarted_agent_clears_what_an_earlier_one_left_in_its_cgroups(tmp_path, lifeline):
+    """Shim and agent both gone: the escaped process is still in its rank's cgroup, and the
+    next agent of the same work dir kills it before it does anything else."""
+    first = cgroup_v2(tmp_path)
+    pids_file = tmp_path / "pids"
+    job = RunningJob(
+        rank(3, ESCAPES["setsid"].format(pids=pids_file)),
+        tmp_path,
+        lifeline=lifeline[0],
+        orphan_grace=1,
+        spawner=None,
+        contained=first,
+    )
+    (escaped,) = read_pids(pids_file, 1)
+    os.kill(job.process.pid, signal.SIGKILL)
+    job.process.wait()
+    assert alive(escaped)
+    again = containment.detect("test-agent", tmp_path)
+    assert again.base == first.base
+    assert again.stop_leftovers() == 1
+    assert not alive(escaped)
+    assert not any(p.is_dir() for p in again.base.iterdir())
+    again.base.rmdir()
+
+
+class Unjoinable(Containment):
+    """Hands the rank a cgroup folder that does not exist."""
+
+    def create(self, rank: str) -> list[str]:
+        return [str(self.base / rank)]
+
+
+def test_a_job_that_cannot_join_its_cgroup_does_not_run(tmp_path, lifeline):
+    """Better a failed attempt than a job nothing could stop whole."""
+    marker = tmp_path / "ran"
+    job = RunningJob(
+        rank(4, f"touch {marker}"),
+        tmp_path,
+        lifeline=lifeline[0],
+        orphan_grace=1,
+        spawner=None,
+        contained=Unjoinable("cgroup v2", tmp_path / "missing"),
+    )
+    code = wait_for(job.poll, "the shim did not end")
+    assert code == 127
+    assert not marker.exists()
+    assert "could not start the job" in job.output_tail()
+
+
+def test_a_rank_cgroup_that_cannot_be_made_fails_the_start_clearly(tmp_path, lifeline):
+    with pytest.raises(StartFailed, match="Could not start the job"):
+        RunningJob(
+            rank(5, "true"),
+            tmp_path,
+            lifeline=lifeline[0],
+            orphan_grace=1,
+            contained=Containment("cgroup v2", Path("/proc/no-cgroups-here")),
+        )
