@@ -232,8 +232,9 @@ def scraper_allowed(request) -> tuple[bool, str]:
     allowed_ips = settings.QP_METRICS_ALLOWED_IPS
     if not token and not allowed_ips:
         return False, "metrics are off: set QP_METRICS_TOKEN or QP_METRICS_ALLOWED_IPS"
-    given = request.headers.get("Authorization", "")
-    if token and hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
+    scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+    # The scheme is case-insensitive (RFC 9110); the token is compared in constant time.
+    if token and scheme.lower() == "bearer" and hmac.compare_digest(given.encode(), token.encode()):
         return True, ""
     address = request.META.get("REMOTE_ADDR", "")
     try:

@@ -64,6 +64,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Oversize bodies get a 413 and outages a 503, each in its interface's format.
+    "quotaportal.failures.RequestLimitsMiddleware",
     "quotaportal.middleware.RejectNulCharactersMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",

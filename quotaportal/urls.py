@@ -8,6 +8,9 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from quotaportal import metrics, views
 
+# An outage is a 503 that says what is down; other errors keep each interface's format.
+handler500 = "quotaportal.failures.server_error"
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("healthz", views.healthz, name="healthz"),

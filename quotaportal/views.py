@@ -3,12 +3,13 @@ from __future__ import annotations
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import connection
+from django.db import DatabaseError, connection
 from django.db.models import Max
 from django.http import JsonResponse
 from django.utils import timezone
 
 from quotaportal.quotas.models import JobQueue, State
+from quotaportal.worker_health import broker_problem
 
 
 def stale_queues(now=None) -> list[str]:
@@ -27,21 +28,33 @@ def stale_queues(now=None) -> list[str]:
 
 
 def healthz(request):
-    """Liveness for load balancers, compose and orchestrators: 200 when the database answers
-    and every ENABLED queue ticked recently; 503 with the reason otherwise."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT 1")
+    """Liveness for load balancers, compose and orchestrators: 200 when the database answers,
+    the broker answers and a Celery worker reported recently (with REDIS_URL), and every
+    ENABLED queue ticked recently; 503 with every reason otherwise. A few cheap reads, so it
+    can be polled every few seconds."""
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+    except DatabaseError as err:
+        return _unhealthy([f"the database does not answer: {type(err).__name__}"])
+    reasons = []
     stale = stale_queues()
     if stale:
-        return JsonResponse(
-            {
-                "status": "unhealthy",
-                "database": connection.vendor,
-                "reason": (
-                    f"no scheduler tick for over {settings.QP_HEALTH_TICK_AGE} s: "
-                    f"{', '.join(stale)}; is celery beat (and a worker) running?"
-                ),
-            },
-            status=503,
+        reasons.append(
+            f"no scheduler tick for over {settings.QP_HEALTH_TICK_AGE} s: "
+            f"{', '.join(stale)}; is celery beat (and a worker) running?"
         )
+    if problem := broker_problem():
+        reasons.append(problem)
+    if reasons:
+        return _unhealthy(reasons)
     return JsonResponse({"status": "ok", "database": connection.vendor})
+
+
+def _unhealthy(reasons: list[str]) -> JsonResponse:
+    response = JsonResponse(
+        {"status": "unhealthy", "database": connection.vendor, "reason": "; ".join(reasons)},
+        status=503,
+    )
+    response["Retry-After"] = "5"
+    return response

@@ -1,14 +1,43 @@
 """The JSON parser every endpoint uses: a body is a JSON object of storable text.
 
-Checked once here rather than in each serializer: a body that is `null`, `1` or a list, and
-text PostgreSQL cannot store (NUL, or a lone surrogate such as "\\ud800" that has no UTF-8
-form), get a 400 that says what to fix instead of failing deep in a view or a query.
+Checked once here rather than in each serializer: a body that is `null`, `1` or a list,
+nesting deeper than any request needs (which would exhaust the parser's recursion), and text
+PostgreSQL cannot store (NUL, or a lone surrogate such as "\\ud800" that has no UTF-8 form),
+get a 400 that says what to fix instead of failing deep in a view or a query.
 """
 
 from __future__ import annotations
 
+import json
+
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
+
+MAX_DEPTH = 32  # objects and lists inside each other; real requests use fewer than 10
+TOO_DEEP = f"nests objects and lists more than {MAX_DEPTH} deep; flatten it"
+
+
+def loads(text: str | bytes):
+    """json.loads, with nesting too deep for it reported as ValueError like any bad JSON."""
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise ValueError(TOO_DEEP) from None
+    if too_deep(value):
+        raise ValueError(TOO_DEEP)
+    return value
+
+
+def too_deep(value, limit: int = MAX_DEPTH) -> bool:
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth > limit:
+                return True
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    return False
 
 
 def unstorable_text(value, path: str = "body") -> str | None:
@@ -34,7 +63,12 @@ def unstorable_text(value, path: str = "body") -> str | None:
 
 class ObjectJSONParser(JSONParser):
     def parse(self, stream, media_type=None, parser_context=None):
-        data = super().parse(stream, media_type, parser_context)
+        try:
+            data = super().parse(stream, media_type, parser_context)
+        except RecursionError:
+            raise ParseError(f"the request body {TOO_DEEP}") from None
+        if too_deep(data):
+            raise ParseError(f"the request body {TOO_DEEP}")
         if not isinstance(data, dict):
             raise ParseError(f"the request body must be a JSON object, not {_kind(data)}")
         if problem := unstorable_text(data):

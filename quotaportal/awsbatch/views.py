@@ -6,21 +6,23 @@ Routes: `POST /aws/batch/v1/<operation>` for every operation, and `/aws/batch/v1
 
 from __future__ import annotations
 
-import json
 import logging
 import uuid
 from urllib.parse import parse_qsl, quote
 
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.db import transaction
 from django.http import HttpRequest, JsonResponse
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 
-from quotaportal.api.parsers import unstorable_text
+from quotaportal.api.parsers import loads, unstorable_text
 from quotaportal.awsbatch import services, sigv4
 from quotaportal.awsbatch.operations import OPERATIONS
 from quotaportal.awsbatch.operations.tags import BY_METHOD
 from quotaportal.awsbatch.wire import AwsError, from_service_error
+from quotaportal.failures import outage_of
 from quotaportal.quotas.errors import ServiceError
 
 log = logging.getLogger(__name__)
@@ -69,7 +71,12 @@ def _answer(request: HttpRequest, sent_path: str, run):
         return _error(request_id, err)
     except ServiceError as err:
         return _error(request_id, from_service_error(err))
-    except Exception:
+    except RequestDataTooBig:
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        return _error(request_id, AwsError(f"the request body is over {limit:,} bytes", status=413))
+    except Exception as exc:
+        if outage := outage_of(exc):
+            return _error(request_id, AwsError(outage, "ServerException", 503))
         log.exception("AWS endpoint request %s failed", request_id)
         return _error(
             request_id,
@@ -109,7 +116,7 @@ def _body(request: HttpRequest) -> dict:
     if not request.body:
         return {}
     try:
-        body = json.loads(request.body)
+        body = loads(request.body)
     except ValueError as err:
         raise AwsError(f"the request body is not valid JSON: {err}") from None
     if not isinstance(body, dict):

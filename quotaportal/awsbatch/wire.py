@@ -3,6 +3,7 @@ and reading request members with the checks boto3 leaves to the server."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
@@ -109,6 +110,28 @@ def typed(body: dict, key: str, kind: type, default=None):
 
 
 _KIND_NAMES = {str: "a string", dict: "an object", list: "a list", int: "a whole number"}
+
+# AWS Batch names (policies, environments, queues, quota shares, jobs): up to 128 letters,
+# numbers, hyphens and underscores. A '/' would even break the resource's ARN.
+AWS_NAME = re.compile(r"[A-Za-z0-9_-]{1,128}")
+# Capacity units are instance types such as ml.g5.xlarge: dots too, and at most 64.
+CAPACITY_UNIT = re.compile(r"[A-Za-z0-9._-]{1,64}")
+
+
+def aws_name(body: dict, key: str) -> str:
+    """A required name as AWS validates it."""
+    return _matching(required(body, key), key, AWS_NAME, "128 letters, numbers, - and _")
+
+
+def capacity_unit(body: dict, key: str = "capacityUnit") -> str:
+    return _matching(required(body, key), key, CAPACITY_UNIT, "64 letters, numbers, ., - and _")
+
+
+def _matching(value: str, key: str, pattern: re.Pattern, allowed: str) -> str:
+    if pattern.fullmatch(value):
+        return value
+    shown = value if len(value) <= 40 else f"{value[:40]}… ({len(value)} characters)"
+    raise AwsError(f"{key} must be 1 to {allowed}; got {shown!r}")
 
 
 def one_of(body: dict, key: str, allowed, default=None):

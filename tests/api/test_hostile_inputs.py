@@ -219,7 +219,9 @@ def test_healthz_is_unhealthy_when_a_queue_has_not_ticked(client, fleet):
 
     from quotaportal.quotas import services
     from quotaportal.quotas.models import JobQueue
+    from quotaportal.worker_health import record_worker_alive
 
+    record_worker_alive("test-worker")  # what a running Celery worker does every few seconds
     assert client.get("/healthz").status_code == 200, "a new queue gets time for a first tick"
     JobQueue.objects.filter(pk=fleet.queue.pk).update(
         created_at=timezone.now() - timedelta(minutes=5)

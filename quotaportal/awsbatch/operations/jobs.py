@@ -17,7 +17,15 @@ from quotaportal.awsbatch.operations.payload import (
     simulated_seconds,
 )
 from quotaportal.awsbatch.operations.resources import SAGEMAKER_TRAINING
-from quotaportal.awsbatch.wire import EPOCH, AwsError, from_service_error, page, required, typed
+from quotaportal.awsbatch.wire import (
+    EPOCH,
+    AwsError,
+    aws_name,
+    from_service_error,
+    page,
+    required,
+    typed,
+)
 from quotaportal.quotas import selectors, services
 from quotaportal.quotas.errors import Conflict, ServiceError
 from quotaportal.quotas.models import Backend, JobStatus
@@ -44,7 +52,7 @@ def _retry(body: dict) -> tuple[int, list]:
 
 @operation("SubmitServiceJob")
 def submit_service_job(actor, body):
-    name = required(body, "jobName")
+    name = aws_name(body, "jobName")
     queue = lookups.job_queue(required(body, "jobQueue"))
     if required(body, "serviceJobType") != SAGEMAKER_TRAINING:
         raise AwsError("serviceJobType must be SAGEMAKER_TRAINING")

@@ -3,10 +3,9 @@ needs, the command a LOCAL job runs, how long a SIMULATED job runs."""
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 
-from quotaportal.api.parsers import unstorable_text
+from quotaportal.api.parsers import loads, unstorable_text
 from quotaportal.awsbatch.wire import AwsError, required
 
 MAX_PAYLOAD_BYTES = 256 * 1024
@@ -20,7 +19,7 @@ def read_payload(body: dict) -> dict:
     if len(text.encode("utf-8", "surrogatepass")) > MAX_PAYLOAD_BYTES:
         raise AwsError(f"serviceRequestPayload is larger than {MAX_PAYLOAD_BYTES:,} bytes")
     try:
-        payload = json.loads(text)
+        payload = loads(text)
     except ValueError as err:
         raise AwsError(f"serviceRequestPayload is not valid JSON: {err}") from None
     if not isinstance(payload, dict):

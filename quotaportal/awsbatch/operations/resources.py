@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from quotaportal.awsbatch import lookups
 from quotaportal.awsbatch.operations import operation
-from quotaportal.awsbatch.wire import AwsError, arn, one_of, paged, required, typed
+from quotaportal.awsbatch.wire import (
+    AwsError,
+    arn,
+    aws_name,
+    capacity_unit,
+    one_of,
+    paged,
+    required,
+    typed,
+)
 from quotaportal.quotas import services
 from quotaportal.quotas.errors import InvalidInput
 from quotaportal.quotas.models import (
@@ -65,7 +74,7 @@ def policy_shape(policy: SchedulingPolicy, with_tags: bool = True) -> dict:
 
 @operation("CreateSchedulingPolicy")
 def create_scheduling_policy(actor, body):
-    name = required(body, "name")
+    name = aws_name(body, "name")
     _quota_share_policy(body, required_now=True)
     policy = _created(
         lambda: services.create_scheduling_policy(actor, name=name, tags=typed(body, "tags", dict))
@@ -126,7 +135,7 @@ def read_capacity_limits(body: dict, key: str = "capacityLimits") -> dict[str, i
     for limit in limits:
         if not isinstance(limit, dict):
             raise AwsError(f"each of {key} is an object {{capacityUnit, maxCapacity}}")
-        unit = required(limit, "capacityUnit")
+        unit = capacity_unit(limit)
         if unit in result:
             raise AwsError(f"{key} names {unit} twice")
         result[unit] = required(limit, "maxCapacity", int)
@@ -160,7 +169,7 @@ def _units_for(actor, limits: dict[str, int]) -> None:
 
 @operation("CreateServiceEnvironment")
 def create_service_environment(actor, body):
-    name = required(body, "serviceEnvironmentName")
+    name = aws_name(body, "serviceEnvironmentName")
     if required(body, "serviceEnvironmentType") != SAGEMAKER_TRAINING:
         raise AwsError("serviceEnvironmentType must be SAGEMAKER_TRAINING")
     limits = read_capacity_limits(body)
@@ -292,7 +301,7 @@ def queue_shape(queue: JobQueue) -> dict:
 
 @operation("CreateJobQueue")
 def create_job_queue(actor, body):
-    name = required(body, "jobQueueName")
+    name = aws_name(body, "jobQueueName")
     priority = required(body, "priority", int)
     one_of(body, "jobQueueType", [SAGEMAKER_TRAINING])
     env = _environment_of(body)

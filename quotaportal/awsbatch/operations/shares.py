@@ -5,7 +5,16 @@ from __future__ import annotations
 from quotaportal.awsbatch import lookups
 from quotaportal.awsbatch.operations import operation
 from quotaportal.awsbatch.operations.resources import limits_shape, read_capacity_limits
-from quotaportal.awsbatch.wire import AwsError, arn, one_of, paged, required, share_arn, typed
+from quotaportal.awsbatch.wire import (
+    AwsError,
+    arn,
+    aws_name,
+    one_of,
+    paged,
+    required,
+    share_arn,
+    typed,
+)
 from quotaportal.quotas import services
 from quotaportal.quotas.models import QuotaShare, State, Strategy, Team
 from quotaportal.quotas.permissions import require_admin
@@ -65,7 +74,7 @@ def _team_for(actor, name: str) -> Team:
 
 @operation("CreateQuotaShare")
 def create_quota_share(actor, body):
-    name = required(body, "quotaShareName")
+    name = aws_name(body, "quotaShareName")
     queue = lookups.job_queue(required(body, "jobQueue"))
     limits = read_capacity_limits(body)
     if not limits:
