@@ -50,8 +50,9 @@ class Event(models.Model):
     share = models.ForeignKey(QuotaShare, on_delete=models.SET_NULL, null=True, blank=True)
     # No single-column index: event_queue_id (job_queue, id) below serves its lookups, and a
     # tick that starts a thousand jobs writes a thousand events.
+    # A deleted queue's events are kept, naming it in their detail (services.resources).
     job_queue = models.ForeignKey(
-        JobQueue, on_delete=models.CASCADE, null=True, blank=True, db_index=False
+        JobQueue, on_delete=models.SET_NULL, null=True, blank=True, db_index=False
     )
     detail = models.JSONField(default=dict, blank=True)
 

@@ -9,11 +9,13 @@ from django.db import IntegrityError, transaction
 from rest_framework.authtoken.models import Token
 
 from quotaportal.quotas.errors import Conflict, InvalidInput
+from quotaportal.quotas.locks import lock_environment
 from quotaportal.quotas.lookups import config_changed
 from quotaportal.quotas.models import (
     Backend,
     CapacityUnit,
     EnvironmentCapacity,
+    Event,
     EventKind,
     JobQueue,
     Membership,
@@ -140,6 +142,31 @@ def delete_job_queue(actor, queue: JobQueue) -> None:
             "disable the queue instead"
         )
     delete_resource(actor, queue, "job queue")
+
+
+def _delete_queue(actor, queue: JobQueue) -> None:
+    """Delete a queue without racing its environment's ticks: 409 when one holds on."""
+    busy = Conflict(f"job queue {queue.name} is being scheduled right now; try again")
+    try:
+        with transaction.atomic():
+            # No tick of its environment writes a record of the queue meanwhile, and one that
+            # found the lock taken cannot record its skip until this is over (its foreign
+            # key check waits for the queue's row), when the queue is gone.
+            if not lock_environment(queue.service_environment_id):
+                raise busy
+            JobQueue.objects.select_for_update().filter(pk=queue.pk).first()
+            _keep_events_of(queue)
+            queue.delete()
+    except IntegrityError:
+        raise busy from None
+
+
+def _keep_events_of(queue: JobQueue) -> None:
+    """The queue's audit events outlive it, naming it (their link to it is cleared)."""
+    events = list(Event.objects.filter(job_queue=queue))
+    for event in events:
+        event.detail = {**event.detail, "job_queue": queue.name}
+    Event.objects.bulk_update(events, ["detail"])
 
 
 def _check_capacity(capacity_limits) -> dict[str, CapacityUnit]:
@@ -404,8 +431,11 @@ def delete_resource(actor, obj, kind_name: str) -> None:
     from django.db.models import ProtectedError
 
     try:
-        with transaction.atomic():
-            obj.delete()
+        if isinstance(obj, JobQueue):
+            _delete_queue(actor, obj)
+        else:
+            with transaction.atomic():
+                obj.delete()
     except ProtectedError:
         raise Conflict(f"{kind_name} {obj} is still in use and cannot be deleted") from None
     record(actor, EventKind.RESOURCE_CHANGED, action="deleted", resource=kind_name, name=str(obj))

@@ -28,7 +28,7 @@ from datetime import timedelta
 from functools import partial
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -101,9 +101,7 @@ def run_environment_tick(
         now = now or timezone.now()
         if not locked:
             if asked_by is not None:
-                runs[asked_by] = SchedulerRun.objects.create(
-                    job_queue_id=asked_by, started_at=now, skipped=True
-                )
+                runs[asked_by] = _record_skip(asked_by, now)
                 count_tick(asked_by, TICK_SKIPPED, 0.0)
             return runs
         queues = (
@@ -380,3 +378,17 @@ def _unchanged_since_last_plan(queue: JobQueue, version: int, now) -> bool:
         return False
     active = Job.objects.filter(job_queue_id=queue.id, status__in=ACTIVE).count()
     return active == queue.planned_active_jobs
+
+
+def _record_skip(queue_id: int, now) -> SchedulerRun | None:
+    """A record that the queue's tick found its environment's lock taken; None when the
+    queue was deleted meanwhile (its delete holds that lock)."""
+    try:
+        with transaction.atomic():
+            if connection.vendor == "postgresql":
+                with connection.cursor() as cursor:
+                    # Check the queue's key now, inside this savepoint, not at commit.
+                    cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+            return SchedulerRun.objects.create(job_queue_id=queue_id, started_at=now, skipped=True)
+    except IntegrityError:
+        return None
