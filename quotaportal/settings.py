@@ -162,6 +162,9 @@ QP_AWS_MAX_CALLS_PER_TICK = envint("QP_AWS_MAX_CALLS_PER_TICK", 60)
 QP_AWS_CONFIG_SECONDS = envint("QP_AWS_CONFIG_SECONDS", 30)
 QP_AWS_SYNC_SECONDS = envint("QP_AWS_SYNC_SECONDS", 10)  # a sync starts no call after this
 QP_HOST_TIMEOUT = envint("QP_HOST_TIMEOUT", 30)
+# Heartbeats that may wait (long-poll) at once per web process: a quarter of its threads, so
+# agents never hold the threads that serve people. Others are answered at once.
+QP_LONG_POLL_SLOTS = envint("QP_LONG_POLL_SLOTS", max(1, envint("QP_WEB_THREADS", 32) // 4))
 # Enqueue a tick right after a submit, priority change, termination or job end.
 QP_IMMEDIATE_TICKS = envbool("QP_IMMEDIATE_TICKS", True)
 # A tick re-plans a queue nothing has changed at least this often, as a safety net.

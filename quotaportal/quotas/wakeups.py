@@ -65,16 +65,23 @@ def generation(env_id: int) -> int:
         return _generation[env_id]
 
 
-def wait_for(env_id: int, since: int, timeout: float) -> bool:
-    """Block until `env_id` is announced after mark `since`, or `timeout` seconds pass."""
+def wait_for(env_id: int, since: int, timeout: float, given_up=lambda: False) -> bool:
+    """Block until `env_id` is announced after mark `since`, or `timeout` seconds pass, or
+    `given_up()` turns true (checked whenever the waiters are nudged)."""
     deadline = time.monotonic() + timeout
     with _condition:
         while _generation[env_id] == since:
             left = deadline - time.monotonic()
-            if left <= 0:
+            if left <= 0 or given_up():
                 return False
             _condition.wait(left)
     return True
+
+
+def nudge() -> None:
+    """Wake every waiter of this process to look at its `given_up` again."""
+    with _condition:
+        _condition.notify_all()
 
 
 def _ensure_listener() -> None:

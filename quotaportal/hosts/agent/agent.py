@@ -191,7 +191,9 @@ class Agent:
                     # A server without long-polls answers at once: then ask once an interval.
                     self.version = answer.get("version", "")
                     backoff = self.interval
-                    next_poll = time.monotonic() + (0 if self.version else self.interval)
+                    # A server whose long-poll slots are taken says when to ask again.
+                    wait = answer.get("poll_after") or (0 if self.version else self.interval)
+                    next_poll = time.monotonic() + min(float(wait), self.lease / 4)
                 if self.reporter.auth_error is not None:
                     self.refused(self.reporter.auth_error, backoff, registered)
                 self.keep_lease()

@@ -14,6 +14,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from quotaportal.hosts.models import AgentToken, GpuHost, HostState, Placement
+from quotaportal.hosts.services import long_polls
 from quotaportal.hosts.services.fleet import (
     HOST_LOST,
     capacity_changed,
@@ -236,14 +237,27 @@ def heartbeat(
     work = host_work(host)
     # Never so long that the host's own timeout could pass while it waits here.
     wait = min(max(wait, 0.0), MAX_WAIT_SECONDS, settings.QP_HOST_TIMEOUT / 3)
-    deadline = time.monotonic() + wait
-    while _known(host, work, known) and (left := deadline - time.monotonic()) > 0:
-        if not wakeups.wait_for(env_id, mark, left):
-            break
-        mark = wakeups.generation(env_id)
-        work = host_work(host)
-    if wait > 0:
-        GpuHost.objects.filter(pk=host.pk).update(last_heartbeat=timezone.now())
+    if wait > 0 and _known(host, work, known):
+        work = _wait_for_change(host, env_id, mark, work, known, wait, token)
+    return work
+
+
+def _wait_for_change(host, env_id, mark, work, known, wait, token) -> dict:
+    """Long-poll in one of the process's few waiting slots (long_polls); with none free,
+    answer at once and tell the agent when to ask again."""
+    waiter = long_polls.take_slot((token.pk, host.pk))
+    if waiter is None:
+        return {**work, "poll_after": long_polls.POLL_AFTER_SECONDS}
+    try:
+        deadline = time.monotonic() + wait
+        while _known(host, work, known) and (left := deadline - time.monotonic()) > 0:
+            if not wakeups.wait_for(env_id, mark, left, lambda: waiter.superseded):
+                break
+            mark = wakeups.generation(env_id)
+            work = host_work(host)
+    finally:
+        long_polls.release(waiter)
+    GpuHost.objects.filter(pk=host.pk).update(last_heartbeat=timezone.now())
     return work
 
 
