@@ -118,6 +118,8 @@ class Stack:
                 "-A",
                 "quotaportal",
                 "worker",
+                "--without-gossip",
+                "--without-mingle",
                 "--concurrency",
                 str(worker_concurrency),
                 "--loglevel",
