@@ -168,7 +168,7 @@ def main(argv=None) -> int:
     parser.add_argument("--json", action="store_true", help="last line: one JSON object")
     parser.add_argument("--keep", action="store_true", help="keep the work folder with logs")
     args = parser.parse_args(argv)
-    bench = stack.Stack("quotaportal_bench", 12, prefix="qp-bench-e2e-", host_timeout=30)
+    bench = stack.Stack("quotaportal_bench", prefix="qp-bench-e2e-", host_timeout=30)
     figures = {"jobs": args.jobs, "clients": args.clients, "gpus": args.gpus, "batch": args.batch}
     try:
         bench.fresh_database()

@@ -41,7 +41,7 @@ def main() -> int:
     from scheduler.simulate.loaders import kueue_baseline
 
     predicted = simulate(kueue_baseline(), tick_s=args.tick).summary
-    bench = stack.Stack("quotaportal_replay", 11, prefix="qp-replay-")
+    bench = stack.Stack("quotaportal_replay", prefix="qp-replay-")
     try:
         bench.fresh_database()
         bench.start_services(worker_concurrency=2)

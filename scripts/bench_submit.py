@@ -122,7 +122,7 @@ def main(argv=None) -> int:
     parser.add_argument("--json", action="store_true", help="last line: one JSON object")
     parser.add_argument("--keep", action="store_true", help="keep the work folder with logs")
     args = parser.parse_args(argv)
-    bench = stack.Stack("quotaportal_bench", 12, prefix="qp-bench-submit-", host_timeout=30)
+    bench = stack.Stack("quotaportal_bench", prefix="qp-bench-submit-", host_timeout=30)
     try:
         bench.fresh_database()
         admin_token = bench.user_token("ada", "--admin")

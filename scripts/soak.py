@@ -3,11 +3,13 @@
     .venv/bin/python scripts/soak.py [--agents 3] [--gpus 2] [--threads 4] [--minutes 3]
 
 Starts, on this machine, what docker-compose.yml runs: gunicorn (2 workers), one Celery worker,
-Celery beat, and N quotaportal-agent processes (simulated GPUs, one token each), on a fresh
-PostgreSQL database `quotaportal_soak` and Redis database 13 (DATABASE_URL and REDIS_URL name
-the servers). Two job queues share one LOCAL environment. M threads submit, raise and lower
-priorities and terminate jobs through the REST API for T minutes, while a chaos thread kills an
-agent with kill -9 (or SIGTERM) every few seconds and starts it again.
+Celery beat, and N quotaportal-agent processes (simulated GPUs, one token each), on a new
+PostgreSQL database named for the run (`quotaportal_soak_<run>`) and an empty Redis database
+it claims (DATABASE_URL and REDIS_URL name the servers), dropped and emptied at the end unless
+--keep; nothing else on those servers is touched. Two job queues share one LOCAL
+environment. M threads submit, raise and lower priorities and terminate jobs through the REST
+API for T minutes, while a chaos thread kills an agent with kill -9 (or SIGTERM) every few
+seconds and starts it again.
 
 Every job runs a small program that takes an exclusive lock on its job id and on each GPU it
 was given (flock, released when its process dies), so a job running twice at once, or two
@@ -45,7 +47,6 @@ sys.path.insert(0, str(REPO / "scripts"))
 import stack  # noqa: E402 - scripts/ is not a package
 
 DATABASE = "quotaportal_soak"
-REDIS_DB = 13
 UNIT = "gpu1"
 
 JOB_PROGRAM = r"""
@@ -102,7 +103,7 @@ class Stack(stack.Stack):
     """The soak's stack: the ledger its jobs lock, two queues on one LOCAL environment."""
 
     def __init__(self, args):
-        super().__init__(DATABASE, REDIS_DB, prefix="qp-soak-")
+        super().__init__(DATABASE, prefix="qp-soak-")
         self.args = args
         self.ledger = self.dir / "ledger"
         self.ledger.mkdir(mode=0o777)
@@ -421,7 +422,7 @@ def main(argv=None) -> int:
     global CHAOS
     args = parse(argv)
     stack = Stack(args)
-    say(f"work dir {stack.dir}; database {DATABASE}; redis db {REDIS_DB}")
+    say(f"work dir {stack.dir}; database {stack.database}; redis {stack.redis_url}")
     stack.fresh_database()
     stack.seed()
     stack.start_services()
@@ -458,7 +459,7 @@ def main(argv=None) -> int:
                 stack.start_agent(name)
         figures = check(stack, load, started, time.monotonic() + args.drain_minutes * 60)
     finally:
-        stack.stop()
+        stack.stop(keep_data=args.keep)
     print(json.dumps(figures, indent=2))
     failed = [name for name, ok in figures["checks"].items() if not ok]
     if not args.keep:

@@ -1,7 +1,10 @@
 """The production shape on this machine, for the soak test and the benchmarks: gunicorn,
-one Celery worker, Celery beat and quotaportal-agent processes (simulated GPUs), on a fresh
-PostgreSQL database and Redis database (DATABASE_URL and REDIS_URL name the servers), each
-process logging to a file in a work folder."""
+one Celery worker, Celery beat and quotaportal-agent processes (simulated GPUs), each
+process logging to a file in a work folder.
+
+It never touches what it did not create: its PostgreSQL database is new and named for this
+run (`quotaportal_soak_3f9a1c`), its Redis database one that was empty and that it claimed
+(DATABASE_URL and REDIS_URL name the servers), and stop() drops and flushes only those."""
 
 from __future__ import annotations
 
@@ -34,18 +37,21 @@ def free_port() -> int:
 class Stack:
     """The services of docker-compose.yml as local processes, with their logs in a folder."""
 
-    def __init__(self, database: str, redis_db: int, *, prefix: str, host_timeout: int = 8):
-        self.database = database
+    def __init__(self, database: str, *, prefix: str, host_timeout: int = 8):
+        self.run = secrets.token_hex(3)
+        self.database = f"{database}_{self.run}"
         self.dir = Path(tempfile.mkdtemp(prefix=prefix))
         self.dir.chmod(0o711)
         server = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/quotaportal")
         redis_server = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+        self.redis_url = claim_redis_database(redis_server, self.run)
+        self.database_created = False
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.env = {
             **os.environ,
-            "DATABASE_URL": server.rsplit("/", 1)[0] + f"/{database}",
-            "REDIS_URL": redis_server.rsplit("/", 1)[0] + f"/{redis_db}",
+            "DATABASE_URL": server.rsplit("/", 1)[0] + f"/{self.database}",
+            "REDIS_URL": self.redis_url,
             "QP_DEBUG": "false",
             "QP_SECRET_KEY": secrets.token_urlsafe(32),
             "QP_ALLOWED_HOSTS": "127.0.0.1,localhost",
@@ -83,15 +89,26 @@ class Stack:
         return done.stdout
 
     def fresh_database(self) -> None:
+        """Create this run's database (CREATE fails rather than reuse one that exists)."""
         import psycopg
-        import redis
 
-        admin_url = self.env["DATABASE_URL"].rsplit("/", 1)[0] + "/postgres"
-        with psycopg.connect(admin_url, autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE IF EXISTS {self.database} WITH (FORCE)")
+        with psycopg.connect(self._admin_url(), autocommit=True) as conn:
             conn.execute(f"CREATE DATABASE {self.database}")
-        redis.Redis.from_url(self.env["REDIS_URL"]).flushdb()
+        self.database_created = True
         self.manage("migrate", "--noinput")
+
+    def _admin_url(self) -> str:
+        return self.env["DATABASE_URL"].rsplit("/", 1)[0] + "/postgres"
+
+    def discard_data(self) -> None:
+        """Drop this run's database and empty its claimed Redis database: nothing else."""
+        import psycopg
+
+        if self.database_created:
+            with psycopg.connect(self._admin_url(), autocommit=True) as conn:
+                conn.execute(f"DROP DATABASE IF EXISTS {self.database} WITH (FORCE)")
+            self.database_created = False
+        release_redis_database(self.redis_url, self.run)
 
     def user_token(self, user: str, *flags: str) -> str:
         return self.manage("create_user", user, *flags).strip().splitlines()[-1]
@@ -191,7 +208,8 @@ class Stack:
             env=env,
         )
 
-    def stop(self) -> None:
+    def stop(self, keep_data: bool = False) -> None:
+        """Stop every process, then drop this run's data unless asked to keep it."""
         for process in self.processes.values():
             if process.poll() is None:
                 os.killpg(process.pid, signal.SIGTERM)
@@ -200,6 +218,34 @@ class Stack:
                 process.wait(20)
             except subprocess.TimeoutExpired:
                 os.killpg(process.pid, signal.SIGKILL)
+        if not keep_data:
+            self.discard_data()
+
+
+CLAIM_KEY = "quotaportal:claimed-by"
+
+
+def claim_redis_database(server_url: str, run: str) -> str:
+    """The URL of a Redis database on `server_url` that was empty, claimed for `run` (a key
+    set only if absent, so two runs never take the same one). Highest numbers first: the
+    lowest are where other applications usually live."""
+    import redis
+
+    base = server_url.rsplit("/", 1)[0]
+    for number in range(15, 0, -1):
+        client = redis.Redis.from_url(f"{base}/{number}")
+        if client.dbsize() == 0 and client.set(CLAIM_KEY, run, nx=True):
+            return f"{base}/{number}"
+    raise SystemExit(f"no empty Redis database on {base} to use; free one (1-15) and try again")
+
+
+def release_redis_database(url: str, run: str) -> None:
+    """Empty the claimed database, if the claim is still this run's."""
+    import redis
+
+    client = redis.Redis.from_url(url)
+    if client.get(CLAIM_KEY) == run.encode():
+        client.flushdb()
 
 
 class Rest:

@@ -39,6 +39,17 @@ def every_scenario_file() -> list[Path]:
     return scenario_files() + own_scenario_files()
 
 
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
+    """A test database named for this run (test_quotaportal_<pid>), created and destroyed
+    by this run alone: a second run beside it, on the same server, never drops it."""
+    from django.conf import settings
+
+    database = settings.DATABASES["default"]
+    if database["ENGINE"].endswith("postgresql"):
+        database.setdefault("TEST", {})["NAME"] = f"test_{database['NAME']}_{os.getpid()}"
+
+
 @pytest.fixture
 def repo() -> Path:
     return REPO

@@ -86,7 +86,7 @@ class StandIn:
         spec = importlib.util.spec_from_file_location("qp_stack", REPO / "scripts" / "stack.py")
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
-        self.stack = module.Stack("qp_aws_standin", 13, prefix="qp-aws-standin-")
+        self.stack = module.Stack("qp_aws_standin", prefix="qp-aws-standin-")
         self.stack.fresh_database()
         self.stack.manage("create_user", "aws-admin", "--admin")
         self.key_id, self.secret = self.stack.manage("create_aws_key", "aws-admin").split()[-2:]

@@ -11,27 +11,41 @@ import sys
 import time
 
 import pytest
-import redis
 from celery import Celery
 from django.db import connection
 
 from quotaportal.quotas.models import Job, SchedulerRun
 from tests.conftest import submit
 
-BROKER_DB = 14  # a Redis database of its own, so stale messages from elsewhere never interfere
+
+def stack_module():
+    import importlib.util
+
+    from tests.conftest import REPO
+
+    spec = importlib.util.spec_from_file_location("qp_stack", REPO / "scripts" / "stack.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def broker_url() -> str:
-    return os.environ["REDIS_URL"].rsplit("/", 1)[0] + f"/{BROKER_DB}"
+@pytest.fixture
+def broker():
+    """An empty Redis database claimed for this test (so stale messages from elsewhere never
+    interfere), emptied afterwards; nobody else's is flushed."""
+    stack = stack_module()
+    run = f"test-celery-{os.getpid()}"
+    url = stack.claim_redis_database(os.environ["REDIS_URL"], run)
+    yield url
+    stack.release_redis_database(url, run)
 
 
 @contextlib.contextmanager
-def worker_with_beat(repo, tmp_path, **settings):
+def worker_with_beat(repo, tmp_path, broker_url, **settings):
     """A solo worker with an embedded beat on this test's database; yields its process and,
     once it has stopped, its output in `log`."""
-    redis.Redis.from_url(broker_url()).flushdb()
     database = os.environ["DATABASE_URL"].rsplit("/", 1)[0] + "/" + connection.settings_dict["NAME"]
-    env = {**os.environ, "DATABASE_URL": database, "REDIS_URL": broker_url(), **settings}
+    env = {**os.environ, "DATABASE_URL": database, "REDIS_URL": broker_url, **settings}
     celery = os.path.join(os.path.dirname(sys.executable), "celery")
     worker = subprocess.Popen(
         [
@@ -74,9 +88,9 @@ def wait_for(worker, done, seconds: float) -> None:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_worker_with_beat_dispatches_a_submitted_job(people, fleet, repo, tmp_path):
+def test_worker_with_beat_dispatches_a_submitted_job(people, fleet, repo, tmp_path, broker):
     settings = {"QP_TICK_SECONDS": "1", "QP_IMMEDIATE_TICKS": "0"}
-    with worker_with_beat(repo, tmp_path, **settings) as (worker, log):
+    with worker_with_beat(repo, tmp_path, broker, **settings) as (worker, log):
         job = submit(people.alice, fleet)
         wait_for(worker, lambda: Job.objects.get(pk=job.pk).status != "RUNNABLE", 60)
         assert Job.objects.get(pk=job.pk).status in ("SCHEDULED", "RUNNING")
@@ -86,15 +100,15 @@ def test_worker_with_beat_dispatches_a_submitted_job(people, fleet, repo, tmp_pa
 
 @pytest.mark.django_db(transaction=True)
 def test_a_simulated_job_starts_and_ends_at_its_instants_not_at_the_next_beat(
-    people, fleet, repo, tmp_path
+    people, fleet, repo, tmp_path, broker
 ):
     """The beat comes every 60 s; one tick is sent by hand (as a submit would send it). The job
     starts at the tick after its dispatch and ends when its 2 s have passed, each by a tick the
     worker asked for at that instant."""
     job = submit(people.alice, fleet, name="two-seconds", simulated_duration_seconds=2)
     settings = {"QP_TICK_SECONDS": "60", "QP_IMMEDIATE_TICKS": "1"}
-    with worker_with_beat(repo, tmp_path, **settings) as (worker, _):
-        Celery(broker=broker_url(), set_as_current=False).send_task(
+    with worker_with_beat(repo, tmp_path, broker, **settings) as (worker, _):
+        Celery(broker=broker, set_as_current=False).send_task(
             "quotaportal.quotas.tasks.tick_queue", args=[fleet.queue.pk], kwargs={"immediate": True}
         )
         wait_for(worker, lambda: Job.objects.get(pk=job.pk).status == "SUCCEEDED", 40)
