@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint format bench scenarios clean
+.PHONY: demo test lint format bench scenarios sync-scenarios clean
 
 $(STAMP): pyproject.toml
 	@python_bin=$$(scripts/find-python) || exit 1; \
@@ -35,8 +35,17 @@ format: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m scheduler.bench
 
+# The contract's scenario files, as the repository keeps them (the tests also play every file
+# of ../shared/scenarios when that folder is there).
 scenarios: $(STAMP)
-	$(PY) -m scheduler.scenarios ../shared/scenarios/*.json
+	$(PY) -m scheduler.scenarios scheduler/scenarios/contract/*.json
+
+# Refresh the repository's copy of the contract from a sibling ../shared/scenarios.
+sync-scenarios:
+	@if [ -d ../shared/scenarios ]; then \
+		cp ../shared/scenarios/*.json ../shared/scenarios/README.md scheduler/scenarios/contract/ && \
+		echo "copied $$(ls ../shared/scenarios/*.json | wc -l) scenario files into scheduler/scenarios/contract"; \
+	else echo "no ../shared/scenarios beside this checkout: nothing to copy" >&2; exit 1; fi
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

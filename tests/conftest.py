@@ -16,17 +16,24 @@ if os.environ.get("CI"):
     hypothesis_settings.load_profile("ci")
 
 
+CONTRACT_COPY = REPO / "scheduler" / "scenarios" / "contract"
+
+
 def scenarios_dir() -> Path:
-    """shared/scenarios beside the checkout (as laid out for developers and CI)."""
+    """shared/scenarios beside the checkout (as laid out for developers and CI), if there."""
     return Path(os.environ.get("QP_SCENARIOS_DIR", REPO.parent / "shared" / "scenarios"))
 
 
 def scenario_files() -> list[Path]:
-    files = sorted(scenarios_dir().glob("*.json"))
-    if not files:
-        # Never skip: a missing contract folder must turn the run red, not quietly green.
-        raise RuntimeError(f"no scenario files found in {scenarios_dir()} (set QP_SCENARIOS_DIR)")
-    return files
+    """The contract's scenarios: the repository's copy (`make sync-scenarios` refreshes it),
+    and every file of shared/scenarios when that folder is beside the checkout, which wins
+    for a name both have (it is the contract itself, and may hold more)."""
+    by_name = {path.name: path for path in CONTRACT_COPY.glob("*.json")}
+    by_name.update({path.name: path for path in scenarios_dir().glob("*.json")})
+    if not by_name:
+        # Never skip: a missing contract must turn the run red, not quietly green.
+        raise RuntimeError(f"no scenario files in {CONTRACT_COPY} or {scenarios_dir()}")
+    return [by_name[name] for name in sorted(by_name)]
 
 
 def own_scenario_files() -> list[Path]:
