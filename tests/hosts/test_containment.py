@@ -17,6 +17,7 @@ from quotaportal.hosts.agent import containment
 from quotaportal.hosts.agent.containment import Containment
 from quotaportal.hosts.agent.runner import RunningJob, StartFailed
 from quotaportal.hosts.agent.spawner import Spawner
+from tests.hosts.builders import rank
 
 ESCAPES = {
     "setsid": "setsid sleep 302 >/dev/null 2>&1 </dev/null & echo $! > {pids}; exit 0",
@@ -82,21 +83,6 @@ def spawner(request, lifeline):
     forks = Spawner(lifeline[0])
     yield forks
     forks.close()
-
-
-def rank(placement: int, command: str) -> dict:
-    return {
-        "placement": placement,
-        "job_id": f"job-{placement}",
-        "attempt": 1,
-        "rank": 0,
-        "world_size": 1,
-        "master_addr": "",
-        "gpu_indices": [0],
-        "command": command,
-        "grace_seconds": 1,
-        "hold": False,
-    }
 
 
 def alive(pid: int) -> bool:

@@ -12,6 +12,7 @@ import pytest
 
 from quotaportal.hosts.agent.runner import RunningJob
 from quotaportal.hosts.agent.spawner import ForkedShim, Spawner
+from tests.hosts.builders import rank
 
 
 @pytest.fixture
@@ -27,22 +28,6 @@ def spawner(lifeline):
     spawner = Spawner(lifeline)
     yield spawner
     spawner.close()
-
-
-def rank(placement: int, command: str, gpu: int = 0) -> dict:
-    """What an answer lists for one rank, as RunningJob takes it."""
-    return {
-        "placement": placement,
-        "job_id": f"job-{placement}",
-        "attempt": 1,
-        "rank": 0,
-        "world_size": 1,
-        "master_addr": "",
-        "gpu_indices": [gpu],
-        "command": command,
-        "grace_seconds": 1,
-        "hold": False,
-    }
 
 
 def start(tmp_path, lifeline, spawner, placement, command) -> RunningJob:

@@ -122,11 +122,7 @@ def _slug(name: str) -> str:
 def _cgroup_mounts() -> dict[str, Path]:
     """{"cgroup2": mount point, "freezer": v1 freezer mount point}, as far as mounted."""
     found: dict[str, Path] = {}
-    try:
-        lines = MOUNTS.read_text().splitlines()
-    except OSError:
-        return found
-    for line in lines:
+    for line in _lines(MOUNTS):
         fields = line.split()
         if len(fields) < 4:
             continue
@@ -141,12 +137,15 @@ def _cgroup_mounts() -> dict[str, Path]:
 def _own_cgroups() -> dict[str, str]:
     """This process's cgroup per hierarchy: "" for v2, "freezer" for v1's freezer."""
     own: dict[str, str] = {}
-    try:
-        lines = OWN_CGROUPS.read_text().splitlines()
-    except OSError:
-        return own
-    for line in lines:
+    for line in _lines(OWN_CGROUPS):
         _, controllers, path = line.split(":", 2)
         for controller in controllers.split(",") if controllers else [""]:
             own[controller] = path
     return own
+
+
+def _lines(path: Path) -> list[str]:
+    try:
+        return path.read_text().splitlines()
+    except OSError:
+        return []  # not Linux, or no /proc: no cgroups

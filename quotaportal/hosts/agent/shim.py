@@ -42,20 +42,24 @@ POLL_SECONDS = 0.2
 LINGER_SECONDS = 0.01  # between looks for the job's leftover processes once it has exited
 
 
-def others_alive(pgid: int, me: int) -> bool:
-    """Does a live (non-zombie) process other than the shim remain in the group?"""
+def live_processes():
+    """(pid, parent pid, process group) of every live (non-zombie) process, from /proc."""
     for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == me:
+        if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/stat") as stat_file:
                 stat = stat_file.read()
         except OSError:
-            continue
+            continue  # it ended meanwhile
         fields = stat[stat.rfind(")") + 2 :].split()
-        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] != "Z":
-            return True
-    return False
+        if len(fields) > 2 and fields[0] != "Z":
+            yield int(entry), int(fields[1]), int(fields[2])
+
+
+def others_alive(pgid: int, me: int) -> bool:
+    """Does a live process other than the shim remain in the group?"""
+    return any(group == pgid and pid != me for pid, _, group in live_processes())
 
 
 def job_left(pgid: int, reaper: bool, cgroup: str = "") -> bool:
@@ -128,17 +132,8 @@ def _signal_pid(pid: int, sig: int) -> None:
 def descendants(root: int) -> list[int]:
     """Every live process below `root`, read from /proc (the containment of last resort)."""
     children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stat_file:
-                stat = stat_file.read()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2 :].split()
-        if len(fields) > 1 and fields[0] != "Z":
-            children.setdefault(int(fields[1]), []).append(int(entry))
+    for pid, parent, _ in live_processes():
+        children.setdefault(parent, []).append(pid)
     found, todo = [], [root]
     while todo:
         for child in children.get(todo.pop(), ()):
