@@ -17,8 +17,6 @@ from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template import loader
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
 log = logging.getLogger(__name__)
 
@@ -31,8 +29,13 @@ def outage_of(exc: BaseException | None) -> str | None:
     """What is unavailable, when `exc` says a service is down (None for a plain bug)."""
     if isinstance(exc, OperationalError | InterfaceError):
         return DATABASE_DOWN
-    if isinstance(exc, RedisConnectionError | RedisTimeoutError):
-        return REDIS_DOWN
+    # Only a process that loaded the Redis client can meet its errors (the embedded mode,
+    # without REDIS_URL, never loads it).
+    if "redis" in sys.modules:
+        from redis.exceptions import ConnectionError, TimeoutError
+
+        if isinstance(exc, ConnectionError | TimeoutError):
+            return REDIS_DOWN
     return None
 
 

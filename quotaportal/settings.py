@@ -234,6 +234,8 @@ SPECTACULAR_SETTINGS = {
 
 # Celery: the broker is Redis; without REDIS_URL tasks run inline (embedded default).
 CELERY_BROKER_URL = REDIS_URL or "memory://"
+# kombu's Redis transport with a worker that survives losing Redis (quotaportal.broker).
+CELERY_BROKER_TRANSPORT = "quotaportal.broker:Transport" if REDIS_URL else None
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
 CELERY_TASK_IGNORE_RESULT = True

@@ -227,12 +227,14 @@ CLAIM_KEY = "quotaportal:claimed-by"
 
 def claim_redis_database(server_url: str, run: str) -> str:
     """The URL of a Redis database on `server_url` that was empty, claimed for `run` (a key
-    set only if absent, so two runs never take the same one). Highest numbers first: the
-    lowest are where other applications usually live."""
+    set only if absent, so two runs never take the same one), never the one `server_url`
+    names. Highest numbers first: the lowest are where other applications usually live."""
     import redis
 
-    base = server_url.rsplit("/", 1)[0]
+    base, named = server_url.rsplit("/", 1)
     for number in range(15, 0, -1):
+        if str(number) == named:
+            continue  # the database REDIS_URL names is its user's, empty or not
         client = redis.Redis.from_url(f"{base}/{number}")
         if client.dbsize() == 0 and client.set(CLAIM_KEY, run, nx=True):
             return f"{base}/{number}"
