@@ -312,3 +312,36 @@ def test_a_push_repeated_after_a_crash_makes_no_second_job(rest, aws_credentials
     ]
     assert names == ["once"]
     assert aws.describe_service_job(jobId=first["jobId"])["schedulingPriority"] == 5
+
+
+def test_aws_import_refuses_an_environment_of_the_same_name_elsewhere(db, aws_credentials):
+    """A portal environment named like the imported queue's, but syncing with another
+    endpoint: attaching the queue there would push it to the wrong AWS at the next sync."""
+    from django.core.management.base import CommandError
+
+    from quotaportal.quotas.models import ServiceEnvironment
+
+    aws = aws_credentials.client()
+    setup_queue(aws, queue="elsewhere")
+    admin = get_user_model().objects.get_or_create(username="ops", is_staff=True)[0]
+    services.create_capacity_unit(admin, name=UNIT)
+    services.create_service_environment(
+        admin,
+        name="elsewhere-env",
+        backend="AWS_BATCH",
+        capacity_limits={UNIT: 1},
+        region="us-west-2",
+        endpoint_url="http://127.0.0.1:9",
+    )
+    with pytest.raises(CommandError, match="syncs with region us-west-2 at http://127.0.0.1:9"):
+        call_command(
+            "aws_import",
+            "--region",
+            "us-west-2",
+            "--endpoint-url",
+            aws_credentials.endpoint,
+            "elsewhere",
+            stdout=io.StringIO(),
+        )
+    assert not JobQueue.objects.filter(name="elsewhere").exists()
+    assert ServiceEnvironment.objects.get(name="elsewhere-env").endpoint_url == "http://127.0.0.1:9"

@@ -195,6 +195,12 @@ def _environment(actor, detail: dict, connection, now) -> ServiceEnvironment:
     env = ServiceEnvironment.objects.filter(name=name).first()
     if env is not None and env.backend != Backend.AWS_BATCH:
         raise Conflict(f"the portal's service environment {name} is {env.backend}, not AWS_BATCH")
+    if env is not None and _connection_of(env) != tuple(connection):
+        # Attaching the queue there would make the next sync push it to that other account.
+        raise Conflict(
+            f"the portal's service environment {name} syncs with {_describe(_connection_of(env))}, "
+            f"not {_describe(connection)}; rename one of them or import from the same place"
+        )
     if env is None:
         region, endpoint_url, aws_profile = connection
         env = services.create_service_environment(
@@ -210,6 +216,16 @@ def _environment(actor, detail: dict, connection, now) -> ServiceEnvironment:
         )
         _agreed(env, MirrorKind.ENVIRONMENT, name, detail["serviceEnvironmentArn"], config, now)
     return env
+
+
+def _connection_of(env: ServiceEnvironment) -> tuple[str, str, str]:
+    return (env.region, env.endpoint_url, env.aws_profile)
+
+
+def _describe(connection) -> str:
+    region, endpoint_url, aws_profile = connection
+    where = f"region {region}" + (f" at {endpoint_url}" if endpoint_url else "")
+    return where + (f" with profile {aws_profile}" if aws_profile else "")
 
 
 def _team(actor, detail: dict) -> Team:
