@@ -11,6 +11,7 @@ from rest_framework import serializers
 
 from quotaportal.quotas import selectors
 from quotaportal.quotas.models import (
+    TIME_LIMIT_REASONS,
     Backend,
     CapacityUnit,
     Job,
@@ -183,7 +184,10 @@ class ReservationSerializer(serializers.ModelSerializer):
 
 
 class TimeLimitActionSerializer(serializers.Serializer):
-    reason = serializers.CharField(max_length=256)
+    reason = serializers.ChoiceField(
+        choices=list(TIME_LIMIT_REASONS),
+        help_text="acts on a head of its share blocked for this reason (AWS's three)",
+    )
     state = serializers.ChoiceField(choices=["RUNNABLE"], default="RUNNABLE")
     max_time_seconds = serializers.IntegerField(min_value=600, max_value=86_400)
     action = serializers.ChoiceField(choices=["TERMINATE"], default="TERMINATE")

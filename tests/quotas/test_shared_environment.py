@@ -208,6 +208,7 @@ def test_jobs_heading_their_share_too_long_are_terminated_by_the_queue_time_limi
         [{"reason": "x", "state": "RUNNABLE", "max_time_seconds": 599, "action": "TERMINATE"}],
         [{"reason": "x", "state": "RUNNING", "max_time_seconds": 600, "action": "TERMINATE"}],
         [{"reason": "", "state": "RUNNABLE", "max_time_seconds": 600, "action": "TERMINATE"}],
+        [{"reason": "stuck", "state": "RUNNABLE", "max_time_seconds": 600, "action": "TERMINATE"}],
     ],
 )
 def test_time_limit_actions_follow_aws_rules(as_admin_api, fleet, actions):
@@ -216,6 +217,39 @@ def test_time_limit_actions_follow_aws_rules(as_admin_api, fleet, actions):
     )
     assert response.status_code == 400
     assert "job_state_time_limit_actions" in response.json()
+
+
+def test_a_time_limit_acts_only_on_a_head_blocked_for_its_reason(people, fleet):
+    """AWS: an action applies to a head blocked for its reason. nlp's head waits because its
+    share is at its limit (it may not borrow): a capacity action leaves it alone, a quota
+    action of the same length ends it."""
+    from tests.conftest import submit
+
+    def limit(reason: str) -> list[dict]:
+        return [
+            {"reason": reason, "state": "RUNNABLE", "max_time_seconds": 600, "action": "TERMINATE"}
+        ]
+
+    t0 = timezone.now()
+    for i in range(2):  # older, so they start first
+        submit(people.bob, fleet, share="nlp", name=f"n{i}", now=t0 + timedelta(seconds=i))
+    head = submit(people.bob, fleet, share="nlp", name="at-limit", now=t0 + timedelta(seconds=2))
+    services.run_tick(fleet.queue.id, now=t0 + timedelta(seconds=2))
+    assert Job.objects.get(pk=head.pk).pending_reason == "SHARE_AT_LIMIT"
+    capacity = "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY"
+    services.update_job_queue(
+        people.admin, fleet.queue, job_state_time_limit_actions=limit(capacity)
+    )
+    services.run_tick(fleet.queue.id, now=t0 + timedelta(seconds=700))
+    assert Job.objects.get(pk=head.pk).status == "RUNNABLE", "not blocked for capacity"
+    quota = "MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED"
+    services.update_job_queue(
+        people.admin, fleet.queue, job_state_time_limit_actions=limit(capacity) + limit(quota)
+    )
+    services.run_tick(fleet.queue.id, now=t0 + timedelta(seconds=800))
+    ended = Job.objects.get(pk=head.pk)
+    assert ended.status == "FAILED"
+    assert ended.status_reason.endswith(quota)
 
 
 @pytest.fixture

@@ -21,6 +21,10 @@ from quotaportal.quotas.models.jobs import (
     PendingReason,
 )
 from quotaportal.quotas.models.resources import (
+    ENVIRONMENT_TOO_SMALL,
+    INSUFFICIENT_CAPACITY,
+    QUOTA_LIMIT_EXCEEDED,
+    TIME_LIMIT_REASONS,
     Backend,
     CapacityUnit,
     EnvironmentCapacity,
@@ -39,6 +43,10 @@ from quotaportal.quotas.models.resources import (
 from quotaportal.quotas.models.whatif import WhatIf, WhatIfSource, WhatIfStatus
 
 __all__ = [
+    "ENVIRONMENT_TOO_SMALL",
+    "INSUFFICIENT_CAPACITY",
+    "QUOTA_LIMIT_EXCEEDED",
+    "TIME_LIMIT_REASONS",
     "TICK_BUCKETS",
     "TICK_SKIPPED",
     "TickStat",

@@ -85,6 +85,14 @@ class ServiceEnvironment(models.Model):
         return self.name
 
 
+# The reasons AWS's jobStateTimeLimitActions take: an action terminates only a head blocked for
+# its reason (quotas.services.lifecycle.blocked_for says which a head is blocked for).
+INSUFFICIENT_CAPACITY = "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY"
+ENVIRONMENT_TOO_SMALL = "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE"
+QUOTA_LIMIT_EXCEEDED = "MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED"
+TIME_LIMIT_REASONS = (INSUFFICIENT_CAPACITY, ENVIRONMENT_TOO_SMALL, QUOTA_LIMIT_EXCEEDED)
+
+
 class EnvironmentCapacity(models.Model):
     """max_capacity of one unit in a service environment (AWS capacityLimits)."""
 

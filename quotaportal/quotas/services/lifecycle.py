@@ -14,7 +14,17 @@ from django.utils import timezone
 
 from quotaportal.quotas import wakeups
 from quotaportal.quotas.bulk import update_rows
-from quotaportal.quotas.models import DISPATCHED, Event, EventKind, Job, JobAttempt, JobStatus
+from quotaportal.quotas.models import (
+    DISPATCHED,
+    ENVIRONMENT_TOO_SMALL,
+    INSUFFICIENT_CAPACITY,
+    QUOTA_LIMIT_EXCEEDED,
+    Event,
+    EventKind,
+    Job,
+    JobAttempt,
+    JobStatus,
+)
 from quotaportal.quotas.services.audit import event_row, record
 from quotaportal.quotas.services.retries import should_retry
 from quotaportal.quotas.services.ticks import queue_changed
@@ -260,19 +270,56 @@ TIME_LIMIT_REASON = "Terminated by JobStateTimeLimit action due to reason: {reas
 
 
 def enforce_runnable_time_limits(queue, now) -> int:
-    """AWS's jobStateTimeLimitActions: a job that heads its share RUNNABLE for longer than
-    max_time_seconds (since it was submitted or last requeued) is terminated, so the jobs
-    behind it move up. The shortest limit applies. Returns how many were terminated."""
+    """AWS's jobStateTimeLimitActions: a job that heads its share RUNNABLE for longer than an
+    action's max_time_seconds (since it was submitted or last requeued), blocked for that
+    action's reason, is terminated, so the jobs behind it move up. Per reason the shortest
+    limit applies. Returns how many were terminated."""
     from quotaportal.quotas.selectors import heads_waiting_since
     from quotaportal.quotas.services.jobs import terminate_job
 
-    actions = queue.job_state_time_limit_actions or []
-    if not actions:
+    limits: dict[str, int] = {}
+    for action in queue.job_state_time_limit_actions or []:
+        reason, seconds = action["reason"], action["max_time_seconds"]
+        limits[reason] = min(seconds, limits.get(reason, seconds))
+    if not limits:
         return 0
-    action = min(actions, key=lambda a: a["max_time_seconds"])
-    cutoff = now - timedelta(seconds=action["max_time_seconds"])
-    reason = TIME_LIMIT_REASON.format(reason=action["reason"])
-    expired = list(heads_waiting_since(queue, cutoff))
-    for job in expired:
-        terminate_job(None, job, reason, now=now)
-    return len(expired)
+    cutoff = now - timedelta(seconds=min(limits.values()))
+    sizes = environment_sizes(queue)
+    terminated = 0
+    for job in heads_waiting_since(queue, cutoff):
+        reason = blocked_for(job, sizes)
+        if reason in limits and job.waiting_since <= now - timedelta(seconds=limits[reason]):
+            terminate_job(None, job, TIME_LIMIT_REASON.format(reason=reason), now=now)
+            terminated += 1
+    return terminated
+
+
+# The pending reasons (scheduler.PendingReason) each of AWS's time-limit reasons covers.
+BLOCKED_BY = {
+    INSUFFICIENT_CAPACITY: {"WAITING_FOR_CAPACITY", "NOTHING_TO_BORROW"},
+    QUOTA_LIMIT_EXCEEDED: {
+        "SHARE_AT_LIMIT",
+        "BORROW_LIMIT_REACHED",
+        "EXCEEDS_SHARE_CEILING",
+        "NO_CAPACITY_LIMIT_FOR_UNIT",
+    },
+}
+
+
+def blocked_for(job: Job, sizes: dict[int, int]) -> str | None:
+    """The time-limit reason a RUNNABLE head is blocked for: larger than its environment
+    (SERVICE_ENVIRONMENT_MAX_RESOURCE), held by its share's quota configuration, or waiting
+    for capacity; None when it is blocked for none of them."""
+    if job.quantity > sizes.get(job.capacity_unit_id, 0):
+        return ENVIRONMENT_TOO_SMALL
+    for reason, pending in BLOCKED_BY.items():
+        if job.pending_reason in pending:
+            return reason
+    return None
+
+
+def environment_sizes(queue) -> dict[int, int]:
+    """The queue's environment's max_capacity per capacity unit id."""
+    return dict(
+        queue.service_environment.capacity_limits.values_list("capacity_unit_id", "max_capacity")
+    )

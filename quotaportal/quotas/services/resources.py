@@ -12,6 +12,7 @@ from quotaportal.quotas.errors import Conflict, InvalidInput
 from quotaportal.quotas.locks import lock_environment
 from quotaportal.quotas.lookups import config_changed
 from quotaportal.quotas.models import (
+    TIME_LIMIT_REASONS,
     Backend,
     CapacityUnit,
     EnvironmentCapacity,
@@ -363,7 +364,8 @@ TIME_LIMIT_RANGE = (600, 86_400)  # AWS's bounds on maxTimeSeconds
 
 def time_limit_actions_error(actions) -> str | None:
     """AWS's rules for jobStateTimeLimitActions: state RUNNABLE, action TERMINATE (the only one
-    for SageMaker training), max_time_seconds 600 to 86400, a reason, at most 5 actions."""
+    for SageMaker training), max_time_seconds 600 to 86400, one of AWS's three reasons, at
+    most 5 actions."""
     if not isinstance(actions, list) or len(actions) > 5:
         return "give a list of at most 5 actions"
     low, high = TIME_LIMIT_RANGE
@@ -382,9 +384,8 @@ def time_limit_actions_error(actions) -> str | None:
             return "state must be RUNNABLE"
         if action.get("action", "TERMINATE") != "TERMINATE":
             return "action must be TERMINATE"
-        reason = action.get("reason")
-        if not isinstance(reason, str) or not 1 <= len(reason) <= 256:
-            return "reason must be 1 to 256 characters"
+        if action.get("reason") not in TIME_LIMIT_REASONS:
+            return f"reason must be one of AWS's: {', '.join(TIME_LIMIT_REASONS)}"
     return None
 
 
