@@ -102,6 +102,13 @@ def aws_env(name: str, standin) -> dict:
     }
 
 
+def aws_import(standin, queue: str, out) -> None:
+    """`manage.py aws_import` of the stand-in's queue."""
+    call_command(
+        "aws_import", "--region", "us-west-2", "--endpoint-url", standin.endpoint, queue, stdout=out
+    )
+
+
 def submit(scientist, queue: str, name: str, share: str, priority: int) -> str:
     body = {
         "job_queue": queue,
@@ -259,15 +266,7 @@ def test_aws_import_adopts_an_existing_queue_without_recreating_it(db, aws_crede
         schedulingPriority=7,
     )
     out = io.StringIO()
-    call_command(
-        "aws_import",
-        "--region",
-        "us-west-2",
-        "--endpoint-url",
-        aws_credentials.endpoint,
-        "imported",
-        stdout=out,
-    )
+    aws_import(aws_credentials, "imported", out)
     queue = JobQueue.objects.get(name="imported")
     assert queue.service_environment.backend == "AWS_BATCH"
     assert set(queue.quota_shares.values_list("name", flat=True)) == {"team-a", "team-b"}
@@ -334,14 +333,6 @@ def test_aws_import_refuses_an_environment_of_the_same_name_elsewhere(db, aws_cr
         endpoint_url="http://127.0.0.1:9",
     )
     with pytest.raises(CommandError, match="syncs with region us-west-2 at http://127.0.0.1:9"):
-        call_command(
-            "aws_import",
-            "--region",
-            "us-west-2",
-            "--endpoint-url",
-            aws_credentials.endpoint,
-            "elsewhere",
-            stdout=io.StringIO(),
-        )
+        aws_import(aws_credentials, "elsewhere", io.StringIO())
     assert not JobQueue.objects.filter(name="elsewhere").exists()
     assert ServiceEnvironment.objects.get(name="elsewhere-env").endpoint_url == "http://127.0.0.1:9"
