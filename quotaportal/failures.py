@@ -83,6 +83,12 @@ def server_error(request: HttpRequest) -> HttpResponse:
     )
 
 
+def too_large(limit: int, length: int | None = None) -> str:
+    """The 413's message; `length` is unknown for a body sent in chunks."""
+    size = "over the limit" if length is None else f"{length:,} bytes"
+    return f"the request body is {size}; at most {limit:,} are accepted"
+
+
 class RequestLimitsMiddleware:
     """A body larger than the server takes is answered 413 at once, in the interface's format,
     and an outage met anywhere in the request (middleware included) is a 503."""
@@ -94,11 +100,7 @@ class RequestLimitsMiddleware:
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
         length = request.META.get("CONTENT_LENGTH") or "0"
         if limit is not None and length.isdigit() and int(length) > limit:
-            return error_response(
-                request,
-                413,
-                f"the request body is {int(length):,} bytes; at most {limit:,} are accepted",
-            )
+            return error_response(request, 413, too_large(limit, int(length)))
         return self.get_response(request)
 
     def process_exception(self, request: HttpRequest, exc: Exception) -> HttpResponse | None:

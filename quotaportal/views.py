@@ -8,6 +8,7 @@ from django.db.models import Max
 from django.http import JsonResponse
 from django.utils import timezone
 
+from quotaportal.failures import RETRY_AFTER_SECONDS
 from quotaportal.quotas.models import JobQueue, State
 from quotaportal.worker_health import broker_problem
 
@@ -56,5 +57,5 @@ def _unhealthy(reasons: list[str]) -> JsonResponse:
         {"status": "unhealthy", "database": connection.vendor, "reason": "; ".join(reasons)},
         status=503,
     )
-    response["Retry-After"] = "5"
+    response["Retry-After"] = str(RETRY_AFTER_SECONDS)
     return response

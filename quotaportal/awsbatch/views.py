@@ -22,7 +22,7 @@ from quotaportal.awsbatch import services, sigv4
 from quotaportal.awsbatch.operations import OPERATIONS
 from quotaportal.awsbatch.operations.tags import BY_METHOD
 from quotaportal.awsbatch.wire import AwsError, from_service_error
-from quotaportal.failures import outage_of
+from quotaportal.failures import outage_of, too_large
 from quotaportal.quotas.errors import ServiceError
 
 log = logging.getLogger(__name__)
@@ -71,9 +71,9 @@ def _answer(request: HttpRequest, sent_path: str, run):
         return _error(request_id, err)
     except ServiceError as err:
         return _error(request_id, from_service_error(err))
-    except RequestDataTooBig:
+    except RequestDataTooBig:  # sent in chunks, so the middleware saw no length
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
-        return _error(request_id, AwsError(f"the request body is over {limit:,} bytes", status=413))
+        return _error(request_id, AwsError(too_large(limit), status=413))
     except Exception as exc:
         if outage := outage_of(exc):
             return _error(request_id, AwsError(outage, "ServerException", 503))

@@ -24,6 +24,7 @@ from quotaportal.quotas.models import (
     Job,
     JobAttempt,
     JobStatus,
+    PendingReason,
 )
 from quotaportal.quotas.services.audit import event_row, record
 from quotaportal.quotas.services.retries import should_retry
@@ -294,14 +295,14 @@ def enforce_runnable_time_limits(queue, now) -> int:
     return terminated
 
 
-# The pending reasons (scheduler.PendingReason) each of AWS's time-limit reasons covers.
+# The pending reasons each of AWS's time-limit reasons covers.
 BLOCKED_BY = {
-    INSUFFICIENT_CAPACITY: {"WAITING_FOR_CAPACITY", "NOTHING_TO_BORROW"},
+    INSUFFICIENT_CAPACITY: {PendingReason.WAITING_FOR_CAPACITY, PendingReason.NOTHING_TO_BORROW},
     QUOTA_LIMIT_EXCEEDED: {
-        "SHARE_AT_LIMIT",
-        "BORROW_LIMIT_REACHED",
-        "EXCEEDS_SHARE_CEILING",
-        "NO_CAPACITY_LIMIT_FOR_UNIT",
+        PendingReason.SHARE_AT_LIMIT,
+        PendingReason.BORROW_LIMIT_REACHED,
+        PendingReason.EXCEEDS_SHARE_CEILING,
+        PendingReason.NO_CAPACITY_LIMIT_FOR_UNIT,
     },
 }
 
