@@ -297,3 +297,24 @@ def test_an_agent_run_as_root_refuses_to_run_jobs_as_root_unless_told(capsys, mo
     assert agent_cli.root_jobs_error(args) == ""
     monkeypatch.setattr(agent_cli.os, "geteuid", lambda: 1000)
     assert agent_cli.root_jobs_error(agent_cli.parse(base)) == ""
+
+
+def test_an_agent_refuses_limits_it_cannot_enforce_or_read(capsys, monkeypatch, tmp_path):
+    from quotaportal.hosts.agent import __main__ as agent_cli
+    from quotaportal.hosts.agent import containment
+
+    monkeypatch.setenv("QP_AGENT_TOKEN", "t")
+    base = [
+        "--server", "http://127.0.0.1:9", "--capacity-unit", "a100", "--simulate", "1",
+        "--allow-root-jobs", "--work-dir", str(tmp_path),
+    ]  # fmt: skip
+    with pytest.raises(SystemExit) as bad:
+        agent_cli.parse([*base, "--mem-per-gpu", "lots"])
+    assert bad.value.code == 2
+    assert "'lots' is not a size: write e.g. 16G" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        agent_cli.parse([*base, "--cpus-per-gpu", "-2"])
+    assert "is not a number of CPUs" in capsys.readouterr().err
+    monkeypatch.setattr(containment, "MOUNTS", tmp_path / "no-mounts")  # a host without cgroups
+    assert agent_cli.main([*base, "--mem-per-gpu", "16G"]) == 2
+    assert "16 GiB of memory per GPU need cgroups" in capsys.readouterr().err

@@ -186,7 +186,7 @@ def test_a_restarted_agent_clears_what_an_earlier_one_left_in_its_cgroups(tmp_pa
 class Unjoinable(Containment):
     """Hands the rank a cgroup folder that does not exist."""
 
-    def create(self, rank: str) -> list[str]:
+    def create(self, rank: str, gpus: int = 1) -> list[str]:
         return [str(self.base / rank)]
 
 
@@ -216,3 +216,139 @@ def test_a_rank_cgroup_that_cannot_be_made_fails_the_start_clearly(tmp_path, lif
             orphan_grace=1,
             contained=Containment("cgroup v2", Path("/proc/no-cgroups-here")),
         )
+
+
+# -- memory and CPU limits per GPU (Slurm's DefMemPerGPU, DefCpuPerGPU) ---------------------
+
+MIB = 1 << 20
+
+
+def limited(tmp_path, limits: containment.Limits) -> Containment:
+    try:
+        found = containment.detect("test-limits", tmp_path, limits)
+    except containment.ContainmentError as err:
+        pytest.skip(f"limits cannot be set here: {err}")
+    return found
+
+
+@pytest.fixture
+def remove_after():
+    made: list[Containment] = []
+    yield made.append
+    for found in made:
+        found.stop_leftovers()
+        for folder in {found.base, *(parent for _, parent in found.limited)}:
+            folder.rmdir()
+
+
+def exit_code(job: RunningJob, timeout: float = 20.0) -> int:
+    """The rank's exit code once all of it is gone; its cgroups are removed."""
+    codes: list[int] = []
+    wait_for(lambda: codes.append(job.poll()) or codes[-1] is not None, "the job ran on", timeout)
+    job.release()
+    return codes[-1]
+
+
+def test_a_rank_over_its_memory_limit_is_killed_and_one_within_it_runs(
+    tmp_path, lifeline, remove_after
+):
+    found = limited(tmp_path, containment.Limits(memory_per_gpu=64 * MIB))
+    remove_after(found)
+    allocate = "python3 -c 'b = bytearray({mib} << 20); b[::4096] = b\"x\" * len(b[::4096])'"
+    within = RunningJob(
+        rank(6, allocate.format(mib=16)),
+        tmp_path,
+        lifeline=lifeline[0],
+        orphan_grace=1,
+        contained=found,
+    )
+    assert exit_code(within) == 0, within.output_tail()
+    over = RunningJob(
+        rank(7, allocate.format(mib=256)),
+        tmp_path,
+        lifeline=lifeline[0],
+        orphan_grace=1,
+        contained=found,
+    )
+    assert exit_code(over) != 0, "256 MiB fitted in a 64 MiB limit"
+
+
+def test_a_ranks_limits_scale_with_its_gpus(tmp_path, remove_after):
+    found = limited(tmp_path, containment.Limits(memory_per_gpu=100 * MIB, cpus_per_gpu=0.5))
+    remove_after(found)
+    one, *one_limits = found.create("one-gpu", 1)
+    three, *three_limits = found.create("three-gpus", 3)
+    assert memory_limit(one, one_limits) == 100 * MIB
+    assert memory_limit(three, three_limits) == 300 * MIB
+    assert cpu_limit(one, one_limits) == 0.5
+    assert cpu_limit(three, three_limits) == 1.5
+    containment.release([one, *one_limits, three, *three_limits])
+    assert not Path(one).exists() and not Path(three).exists()
+
+
+def memory_limit(tracking: str, others: list[str]) -> int:
+    for folder in (Path(tracking), *map(Path, others)):
+        for name in ("memory.max", "memory.limit_in_bytes"):
+            if (folder / name).exists():
+                return int((folder / name).read_text())
+    raise AssertionError("no memory limit was set")
+
+
+def cpu_limit(tracking: str, others: list[str]) -> float:
+    for folder in (Path(tracking), *map(Path, others)):
+        if (folder / "cpu.max").exists():
+            quota, period = (folder / "cpu.max").read_text().split()
+            return int(quota) / int(period)
+        if (folder / "cpu.cfs_quota_us").exists():
+            quota = int((folder / "cpu.cfs_quota_us").read_text())
+            return quota / int((folder / "cpu.cfs_period_us").read_text())
+    raise AssertionError("no CPU limit was set")
+
+
+def test_a_busy_rank_is_held_to_its_cpu_quota(tmp_path, lifeline, remove_after):
+    found = limited(tmp_path, containment.Limits(cpus_per_gpu=0.05))
+    remove_after(found)
+    job = RunningJob(
+        rank(8, "timeout 1 sh -c 'while :; do :; done'; exit 0"),
+        tmp_path,
+        lifeline=lifeline[0],
+        orphan_grace=1,
+        contained=found,
+    )
+    stats = [Path(folder) / "cpu.stat" for folder in job.cgroups]
+    throttled: list[int] = []
+
+    def count_throttling() -> bool:
+        throttled.extend(
+            int(line.split()[1])
+            for path in stats
+            if path.exists()
+            for line in path.read_text().splitlines()
+            if line.startswith("nr_throttled")
+        )
+        return job.poll() is not None
+
+    wait_for(count_throttling, "the busy job did not end", timeout=20)
+    job.release()
+    assert throttled and max(throttled) > 0, "a busy loop was never throttled"
+
+
+def test_an_agent_asked_for_a_limit_it_cannot_set_refuses_to_start(tmp_path, monkeypatch):
+    monkeypatch.setattr(containment, "MOUNTS", tmp_path / "no-mounts")
+    with pytest.raises(containment.ContainmentError, match="need cgroups"):
+        containment.detect("test-limits", tmp_path, containment.Limits(memory_per_gpu=MIB))
+    assert containment.detect("test-limits", tmp_path).kind == "none"
+
+
+@pytest.mark.parametrize(
+    ("text", "size"), [("16G", 16 << 30), ("512M", 512 * MIB), ("1.5T", int(1.5 * (1 << 40))),
+                       ("4096", 4096), ("2GiB", 2 << 30)]
+)
+def test_sizes_read_as_slurm_writes_them(text, size):
+    assert containment.parse_size(text) == size
+
+
+@pytest.mark.parametrize("text", ["", "lots", "-1G", "0", "16X"])
+def test_a_size_that_is_not_one_says_how_to_write_it(text):
+    with pytest.raises(ValueError, match="write e.g. 16G"):
+        containment.parse_size(text)

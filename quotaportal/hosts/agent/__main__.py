@@ -17,6 +17,7 @@ from pathlib import Path
 
 from quotaportal.hosts.agent.agent import Agent
 from quotaportal.hosts.agent.client import AgentError, AuthError, Client, Unreachable
+from quotaportal.hosts.agent.containment import ContainmentError, Limits, parse_size
 from quotaportal.hosts.agent.gpus import detect_gpus
 from quotaportal.hosts.agent.runner import ENV_ALLOWLIST, JobUser
 
@@ -79,12 +80,42 @@ def parse(argv):
         help="first retry delay when the server is unreachable (heartbeats are long-polls)",
     )
     parser.add_argument(
+        "--mem-per-gpu",
+        type=_size,
+        metavar="SIZE",
+        help="memory a rank may use per GPU it is given, e.g. 64G (enforced by its cgroup;"
+        " beyond it the kernel kills the job's largest process)",
+    )
+    parser.add_argument(
+        "--cpus-per-gpu",
+        type=_cpus,
+        metavar="N",
+        help="CPUs a rank may use per GPU it is given, e.g. 8 or 2.5 (its cgroup's CPU quota)",
+    )
+    parser.add_argument(
         "--output-every",
         type=float,
         default=5.0,
         help="seconds between sending a running job's output tail",
     )
     return parser.parse_args(argv)
+
+
+def _size(text: str) -> int:
+    try:
+        return parse_size(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def _cpus(text: str) -> float:
+    try:
+        cpus = float(text)
+    except ValueError:
+        cpus = 0.0
+    if not 0.01 <= cpus <= 100_000:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of CPUs: write e.g. 8 or 2.5")
+    return cpus
 
 
 def read_token(token_file: Path | None) -> tuple[str, str]:
@@ -164,18 +195,23 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     args.work_dir.mkdir(parents=True, exist_ok=True)
-    agent = Agent(
-        Client(args.server, token),
-        name=args.name,
-        capacity_unit=args.capacity_unit,
-        gpus=gpus,
-        work_dir=args.work_dir.resolve(),
-        address=args.address or args.name,
-        interval=args.interval,
-        output_every=args.output_every,
-        user=user,
-        pass_env=tuple(args.pass_env),
-    )
+    try:
+        agent = Agent(
+            Client(args.server, token),
+            name=args.name,
+            capacity_unit=args.capacity_unit,
+            gpus=gpus,
+            work_dir=args.work_dir.resolve(),
+            address=args.address or args.name,
+            interval=args.interval,
+            output_every=args.output_every,
+            user=user,
+            pass_env=tuple(args.pass_env),
+            limits=Limits(args.mem_per_gpu, args.cpus_per_gpu),
+        )
+    except ContainmentError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     try:
         agent.register()
     except AuthError as err:

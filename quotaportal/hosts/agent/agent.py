@@ -113,6 +113,7 @@ class Agent:
         output_every: float = 5.0,
         user: JobUser | None = None,
         pass_env: tuple[str, ...] = (),
+        limits: containment.Limits = containment.Limits(),
     ):
         self.client = client
         self.name = name
@@ -138,7 +139,7 @@ class Agent:
         # of jobs (close_fds), so the read end sees EOF exactly when this process is gone.
         self.lifeline_read, self._lifeline_write = os.pipe()
         self.spawner = Spawner(self.lifeline_read)  # forks the shims; started on first use
-        self.contained = containment.detect(name, work_dir)
+        self.contained = containment.detect(name, work_dir, limits)
         log.info("containment: %s", self.contained.describe())
 
     # -- lifecycle ---------------------------------------------------------------------

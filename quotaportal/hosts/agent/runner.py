@@ -110,7 +110,7 @@ class RunningJob:
                 os.chown(script, user.uid, user.gid)
             env = job_environment(spec, job_dir, checkpoints, user, pass_env)
             if contained is not None:
-                self.cgroups = contained.create(job_dir.name)
+                self.cgroups = contained.create(job_dir.name, len(self.gpus))
             shim_args = shim_arguments(orphan_grace, lifeline, script, self.cgroups, user)
             self.process = spawner and spawner.spawn(
                 shim_args,
