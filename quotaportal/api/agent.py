@@ -51,7 +51,9 @@ class RegisterSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=128)
     capacity_unit = serializers.CharField(max_length=64)
     gpus = serializers.ListField(
-        child=serializers.IntegerField(min_value=0, max_value=1023), max_length=256
+        child=serializers.IntegerField(min_value=0, max_value=1023),
+        max_length=services.MAX_HOST_GPUS,
+        error_messages={"max_length": "a host has at most {max_length} GPUs"},
     )
     address = serializers.CharField(max_length=255, required=False, allow_blank=True)
 

@@ -318,3 +318,23 @@ def test_an_agent_refuses_limits_it_cannot_enforce_or_read(capsys, monkeypatch, 
     monkeypatch.setattr(containment, "MOUNTS", tmp_path / "no-mounts")  # a host without cgroups
     assert agent_cli.main([*base, "--mem-per-gpu", "16G"]) == 2
     assert "16 GiB of memory per GPU need cgroups" in capsys.readouterr().err
+
+
+def test_a_heartbeat_answer_is_bounded_by_the_hosts_slots(people, agents):
+    """An answer lists at most one rank per slot, each with a command of at most 64 KiB: a
+    host's answer is at most slots × ANSWER_BYTES_PER_SLOT, however much its teams submit."""
+    from quotaportal.hosts.services.agents import ANSWER_BYTES_PER_SLOT
+    from quotaportal.quotas.services.jobs import MAX_COMMAND_BYTES
+
+    token = agents.token("gpu-1")
+    assert agents.register(token, "gpu-1", gpus=2).status_code == 200
+    command = "echo " + "\x01" * (MAX_COMMAND_BYTES - 5)  # each is 6 bytes of JSON (\u0001)
+    for number in range(5):
+        dispatch(people, agents, name=f"huge-{number}", command=command)
+    answer = agents.call(token, "heartbeat", {"name": "gpu-1"})
+    assert answer.status_code == 200
+    assert len(answer.json()["placements"]) == 2, "one rank per slot; the rest wait"
+    assert len(answer.content) <= 2 * ANSWER_BYTES_PER_SLOT
+    too_many = agents.register(agents.token("gpu-2"), "gpu-2", gpus=257)
+    assert too_many.status_code == 400
+    assert "a host has at most 256 GPUs" in str(too_many.json())

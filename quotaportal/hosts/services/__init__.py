@@ -4,7 +4,12 @@ agent API, the tick and the commands call these."""
 
 from __future__ import annotations
 
-from quotaportal.hosts.services.agents import desired_placements, heartbeat, register_host
+from quotaportal.hosts.services.agents import (
+    MAX_HOST_GPUS,
+    desired_placements,
+    heartbeat,
+    register_host,
+)
 from quotaportal.hosts.services.fleet import (
     HOST_LOST,
     delete_host,
@@ -24,6 +29,7 @@ from quotaportal.hosts.services.tokens import (
 )
 
 __all__ = [
+    "MAX_HOST_GPUS",
     "HOST_LOST",
     "agent_tokens",
     "check_host_name",

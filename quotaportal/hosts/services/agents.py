@@ -26,6 +26,7 @@ from quotaportal.hosts.services.tokens import check_host_name
 from quotaportal.quotas import redis_client, wakeups
 from quotaportal.quotas.errors import Forbidden, InvalidInput
 from quotaportal.quotas.models import DISPATCHED, CapacityUnit
+from quotaportal.quotas.services.jobs import MAX_COMMAND_BYTES
 
 log = logging.getLogger(__name__)
 
@@ -190,6 +191,12 @@ def _typed(wanted, pk, job, number, rank, gpus, command, grace, hold, master, wo
 
 
 MAX_WAIT_SECONDS = 20.0
+# What one slot adds to an answer at most: it lists one rank per slot (a slot's GPUs hold one
+# rank until it has exited), whose command is at most MAX_COMMAND_BYTES, 6 JSON bytes per
+# byte at worst (a control character's \u escape), and under 1 KiB of the rest. A host has at
+# most MAX_HOST_GPUS GPUs, so an answer is never over 256 × 385 KiB, and 8 slots' ≈ 3 MiB.
+ANSWER_BYTES_PER_SLOT = 6 * MAX_COMMAND_BYTES + 1024
+MAX_HOST_GPUS = 256
 
 
 def heartbeat(
