@@ -9,7 +9,9 @@ it claims (DATABASE_URL and REDIS_URL name the servers), dropped and emptied at 
 --keep; nothing else on those servers is touched. Two job queues share one LOCAL
 environment. M threads submit, raise and lower priorities and terminate jobs through the REST
 API for T minutes, while a chaos thread kills an agent with kill -9 (or SIGTERM) every few
-seconds and starts it again.
+seconds and starts it again. With --outages, the run brings its own PostgreSQL and Redis
+servers (scripts/servers.py, on free ports) and an outage thread takes them down in turn: the
+broker killed for a while, the database stopped (connections cut) and started again.
 
 Every job runs a small program that takes an exclusive lock on its job id and on each GPU it
 was given (flock, released when its process dies), so a job running twice at once, or two
@@ -19,7 +21,8 @@ checks from the database and those locks that:
 - nothing ran twice: no job held its lock while another copy tried to take it;
 - capacity was never exceeded: no GPU was taken twice, and dispatched attempts never held
   more instances than the environment has;
-- no request got a 5xx answer.
+- no request got a 5xx answer, except a 503 while a server was down (or just after);
+- with --outages: the Celery worker outlived them and /healthz answers 200 at the end.
 It prints the counts and exits 1 if any check fails.
 """
 
@@ -45,6 +48,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "scripts"))
 import stack  # noqa: E402 - scripts/ is not a package
+from servers import OwnServers  # noqa: E402
 
 DATABASE = "quotaportal_soak"
 UNIT = "gpu1"
@@ -86,6 +90,17 @@ def parse(argv):
     )
     parser.add_argument(
         "--drain-minutes", type=float, default=4.0, help="wait this long for queues to empty"
+    )
+    parser.add_argument(
+        "--outages",
+        action="store_true",
+        help="run on servers of the soak's own and take the broker and the database down in turn",
+    )
+    parser.add_argument(
+        "--outage-every", type=float, default=30.0, help="seconds between outages (default 30)"
+    )
+    parser.add_argument(
+        "--outage-seconds", type=float, default=12.0, help="how long each lasts (default 12)"
     )
     parser.add_argument("--keep", action="store_true", help="keep the database and work dirs")
     parser.add_argument("--seed", type=int, default=1)
@@ -178,6 +193,8 @@ class Api:
         self.url, self.tokens = url + "/api/v1/", tokens
         self.answers: Counter = Counter()
         self.server_errors: list[str] = []
+        self.unavailable_in_outages = 0  # 503s while a server was down: the answer expected
+        self.outages: Outages | None = None
         self.lock = threading.Lock()
 
     def as_user(self, user: str):
@@ -203,7 +220,9 @@ class Api:
             status, payload = err.code, err.read()
         with self.lock:
             self.answers[status] += 1
-            if status >= 500:
+            if status == 503 and self.outages is not None and self.outages.recent():
+                self.unavailable_in_outages += 1
+            elif status >= 500:
                 self.server_errors.append(f"{method} {path}: {status} {payload[:200]!r}")
         if status >= 400:
             return None
@@ -319,6 +338,62 @@ class Chaos:
             self.stack.start_agent(name)
 
 
+class Outages:
+    """Take the broker and the database down in turn, each for a while, then bring it back."""
+
+    SETTLE = 10.0  # after a server is back, a 503 may still be on its way
+
+    def __init__(self, servers: OwnServers, every: float, seconds: float):
+        self.servers, self.every, self.seconds = servers, every, seconds
+        self.stop = threading.Event()
+        self.done: Counter = Counter()
+        self.last_end = -1e9
+        self.down = False
+
+    def recent(self) -> bool:
+        return self.down or time.monotonic() - self.last_end < self.SETTLE
+
+    def run(self) -> None:
+        kinds = [("broker", self.servers.redis), ("database", self.servers.postgres)]
+        turn = 0
+        while not self.stop.wait(self.every):
+            kind, server = kinds[turn % 2]
+            turn += 1
+            say(f"outage: {kind} down for {self.seconds:.0f} s")
+            self.down = True
+            server.stop()
+            self.stop.wait(self.seconds)
+            server.start()
+            self.last_end, self.down = time.monotonic(), False
+            self.done[kind] += 1
+            say(f"outage: {kind} back")
+
+
+def healthz(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url + "/healthz", timeout=10) as answer:
+            return answer.status
+    except urllib.error.HTTPError as err:
+        return err.code
+    except OSError:
+        return 0
+
+
+def outage_checks(stack: Stack) -> tuple[dict, dict]:
+    """(figures, checks) after outages: the worker is alive and /healthz is healthy again
+    (given a minute: its worker heartbeat and the ticks have to come round)."""
+    deadline = time.monotonic() + 60
+    while (status := healthz(stack.url)) != 200 and time.monotonic() < deadline:
+        time.sleep(2)
+    worker_alive = stack.processes["worker"].poll() is None
+    figures = {
+        "outages": dict(OUTAGES.done),
+        "unavailable_answers_during_outages": stack.api.unavailable_in_outages,
+        "healthz_at_the_end": status,
+    }
+    return figures, {"worker_outlived_the_outages": worker_alive, "healthz_ok_after": status == 200}
+
+
 def check(stack: Stack, load: Load, started: float, drain_deadline: float) -> dict:
     """Read the outcome from the database and the job locks; return the figures."""
     names = ("DATABASE_URL", "REDIS_URL", "QP_DEBUG", "QP_SECRET_KEY", "DJANGO_SETTINGS_MODULE")
@@ -358,6 +433,7 @@ def check(stack: Stack, load: Load, started: float, drain_deadline: float) -> di
         else 0
     )
     retried = Job.objects.annotate(n=Count("attempts")).filter(n__gt=1).count()
+    outage_figures, outage_ok = outage_checks(stack) if OUTAGES else ({}, {})
     return {
         "minutes": round((time.monotonic() - started) / 60, 2),
         "agents": stack.args.agents,
@@ -373,12 +449,14 @@ def check(stack: Stack, load: Load, started: float, drain_deadline: float) -> di
         "attempts_preempted": preempted,
         "jobs_with_more_than_one_attempt": retried,
         "gpu_overlaps_in_the_database": len(shared_gpus),
+        **outage_figures,
         "checks": {
             "no_job_lost": not missing and not unexpected,
             "every_job_final": not not_final,
             "no_job_ran_twice_and_no_gpu_shared": not violations,
             "capacity_never_exceeded": not shared_gpus and not violations,
             "no_5xx": not stack.api.server_errors,
+            **outage_ok,
         },
         "details": {
             "missing": missing[:10],
@@ -416,11 +494,24 @@ def gpu_overlaps() -> list[str]:
 
 
 CHAOS: Chaos | None = None
+OUTAGES: Outages | None = None
 
 
 def main(argv=None) -> int:
-    global CHAOS
     args = parse(argv)
+    servers = OwnServers() if args.outages else None
+    if servers is not None:
+        os.environ.update(servers.environment())
+        say(f"own servers: {servers.environment()}")
+    try:
+        return soak(args, servers)
+    finally:
+        if servers is not None:
+            servers.close(keep=args.keep)
+
+
+def soak(args, servers: OwnServers | None) -> int:
+    global CHAOS, OUTAGES
     stack = Stack(args)
     say(f"work dir {stack.dir}; database {stack.database}; redis {stack.redis_url}")
     stack.fresh_database()
@@ -440,6 +531,10 @@ def main(argv=None) -> int:
         threading.Thread(target=load.worker, args=(i,), daemon=True) for i in range(args.threads)
     ]
     threads.append(threading.Thread(target=CHAOS.run, daemon=True))
+    if servers is not None:
+        OUTAGES = Outages(servers, args.outage_every, args.outage_seconds)
+        stack.api.outages = OUTAGES
+        threads.append(threading.Thread(target=OUTAGES.run, daemon=True))
     for thread in threads:
         thread.start()
     try:
@@ -449,9 +544,12 @@ def main(argv=None) -> int:
             say(
                 f"load: {dict(load.actions)}; answers {dict(stack.api.answers)}; "
                 f"kills {dict(CHAOS.kills)}"
+                + (f"; outages {dict(OUTAGES.done)}" if OUTAGES else "")
             )
         load.stop.set()
         CHAOS.stop.set()
+        if OUTAGES is not None:
+            OUTAGES.stop.set()
         for thread in threads:
             thread.join(60)
         for name in stack.agent_tokens:  # every host back for the drain
