@@ -3,18 +3,26 @@
 
 VENV := .venv
 PY := $(VENV)/bin/python
+RUNTIME := $(VENV)/.runtime
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint format bench scenarios sync-scenarios clean
+.PHONY: demo test lint format bench scenarios sync-scenarios docs screenshots clean
 
-$(STAMP): pyproject.toml
+$(VENV)/bin/python:
 	@python_bin=$$(scripts/find-python) || exit 1; \
-	if [ ! -x $(PY) ]; then echo "Creating $(VENV) with $$python_bin"; "$$python_bin" -m venv $(VENV) || exit 1; fi
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
-	@touch $(STAMP)
+	echo "Creating $(VENV) with $$python_bin"; "$$python_bin" -m venv $(VENV)
 
-demo: $(STAMP)
+# What the product needs to run: the demo installs only this.
+$(RUNTIME): pyproject.toml | $(VENV)/bin/python
+	$(PY) -m pip install --quiet --disable-pip-version-check -e .
+	@touch $(RUNTIME)
+
+# Everything the tests, the linters and the docs need too.
+$(STAMP): pyproject.toml | $(VENV)/bin/python
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,docs]'
+	@touch $(RUNTIME) $(STAMP)
+
+demo: $(RUNTIME)
 	$(PY) manage.py demo
 
 # The tests run against real services: the machine's PostgreSQL and Redis unless overridden.
@@ -47,5 +55,13 @@ sync-scenarios:
 		echo "copied $$(ls ../shared/scenarios/*.json | wc -l) scenario files into scheduler/scenarios/contract"; \
 	else echo "no ../shared/scenarios beside this checkout: nothing to copy" >&2; exit 1; fi
 
+# The documentation site (docs/, mkdocs-material): built strictly, as CI does, into site/.
+docs: $(STAMP)
+	$(VENV)/bin/mkdocs build --strict --quiet
+
+# The docs' screenshots are taken by the browser tests; this writes them into docs/images.
+screenshots: $(STAMP)
+	QP_SCREENSHOTS_DIR=docs/images $(PY) -m pytest -q -p no:cacheprovider tests/web/test_browser.py -k screenshot
+
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .hypothesis site
