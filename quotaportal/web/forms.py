@@ -219,6 +219,14 @@ def unit_counts_text(counts: dict[str, int]) -> str:
     return ", ".join(f"{unit}={count}" for unit, count in sorted(counts.items()))
 
 
+TRACE_MISSING_HELP = (
+    "To replay the Alibaba GPU cluster trace too, download its two CSV files "
+    "(openb_node_list_gpu_node.csv and openb_pod_list_gpuspec33.csv, from the folder "
+    "cluster-trace-gpu-v2023/csv of github.com/alibaba/clusterdata) into a folder "
+    "alibaba-openb-2023 under {folder} (or point QP_TRACE_DIR elsewhere) and restart."
+)
+
+
 class WhatIfForm(forms.Form):
     """A draft of a queue's shares and capacity, and the workload to replay against it.
 
@@ -251,6 +259,8 @@ class WhatIfForm(forms.Form):
             if trace or value != WhatIfSource.TRACE
         ]
         self.fields["source"].initial = WhatIfSource.HISTORY
+        if not trace:
+            self.fields["source"].help_text = TRACE_MISSING_HELP.format(folder=settings.QP_TRACE_DIR)
         self.fields["capacity"].initial = unit_counts_text(draft["capacity"])
         for index, share in enumerate(draft["shares"]):
             self._share_fields(f"s{index}", share["name"], share)

@@ -62,7 +62,10 @@ def alibaba_openb(path: str | Path) -> Workload:
             skipped["never scheduled"] += 1
             continue
         allowed = set(pod["gpu_spec"].split("|")) if pod["gpu_spec"] else set(capacity)
-        unit = next(m for m in by_size if m in allowed)
+        unit = next((m for m in by_size if m in allowed), None)
+        if unit is None:  # a cut of the trace may hold no node of the models it asks for
+            skipped["no node of its GPU model"] += 1
+            continue
         qos = pod["qos"] if pod["qos"] in QOS_SHARES else "BE"
         share, _, _, priority = QOS_SHARES[qos]
         scheduled = int(pod["scheduled_time"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -27,7 +28,8 @@ from scheduler.simulate.workload import (
 )
 
 EXAMPLES = int(os.environ.get("QP_PROPERTY_EXAMPLES", "200"))
-TRACE = "/work/shared/traces"
+SAMPLE_TRACE = Path(__file__).parents[2] / "scheduler/simulate/traces/alibaba-openb-sample"
+FULL_TRACE = Path(os.environ.get("QP_TRACE_DIR", Path(__file__).parents[3] / "shared/traces"))
 
 
 def workload(capacity, shares, jobs, **config) -> Workload:
@@ -174,14 +176,24 @@ def test_the_kueue_baseline_has_the_published_shape():
     assert capacity_bound_s(baseline.queues[0]) == pytest.approx(66.0)
 
 
-@pytest.mark.skipif(not os.path.isdir(TRACE), reason="the shared trace folder is not here")
 def test_the_alibaba_trace_maps_qos_classes_to_shares_and_models_to_units():
-    trace = alibaba_openb(TRACE)
+    """On the sample the repository ships (every 20th row of the trace)."""
+    trace = alibaba_openb(SAMPLE_TRACE)
+    (queue,) = trace.queues
+    assert queue.config.capacity == {"G2": 232, "T4": 42, "G3": 24, "P100": 10, "V100M16": 6}
+    assert {s.name: s.strategy for s in queue.config.shares}["latency-sensitive"] == "RESERVE"
+    assert len(queue.jobs) == 303
+    assert any("QoS" in note for note in trace.notes)
+    assert "2 no node of its GPU model" in trace.notes[-1], "a pod no node can run is left out"
+    assert simulate(trace).summary["jobs"] == 303
+
+
+@pytest.mark.skipif(not FULL_TRACE.is_dir(), reason="the full trace is not here (QP_TRACE_DIR)")
+def test_the_full_alibaba_trace_loads_every_gpu_pod():
+    trace = alibaba_openb(FULL_TRACE)
     (queue,) = trace.queues
     assert queue.config.capacity["G2"] == 4392
-    assert {s.name: s.strategy for s in queue.config.shares}["latency-sensitive"] == "RESERVE"
     assert len(queue.jobs) == 6203
-    assert any("QoS" in note for note in trace.notes)
 
 
 # -- the shortcuts change nothing ---------------------------------------------------------------

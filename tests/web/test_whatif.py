@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from django.utils import timezone
@@ -196,3 +197,17 @@ def test_the_trace_is_mapped_onto_the_queues_shares_and_sped_up():
         ("vision", "a100", 1),
     ]
     assert [(j.submit_s, j.duration_s) for j in mapped] == [(0.0, 5.0), (2.0, 1.0)]
+
+
+def test_without_the_trace_the_draft_page_says_how_to_add_it(people, fleet, client, settings):
+    client.force_login(people.admin)
+    settings.QP_TRACE_DIR = "/nonexistent/traces"
+    page = client.get(f"/what-if/queues/{fleet.queue.pk}/").content.decode()
+    assert 'value="trace"' not in page
+    assert "download its two CSV files" in page
+    assert "/nonexistent/traces" in page
+    sample = Path(__file__).parents[2] / "scheduler/simulate/traces/alibaba-openb-sample"
+    settings.QP_TRACE_DIR = str(sample)
+    page = client.get(f"/what-if/queues/{fleet.queue.pk}/").content.decode()
+    assert 'value="trace"' in page
+    assert "download its two CSV files" not in page

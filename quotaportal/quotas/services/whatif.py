@@ -16,7 +16,6 @@ import time
 from dataclasses import replace
 from datetime import timedelta
 from functools import partial
-from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
@@ -38,7 +37,8 @@ from quotaportal.quotas.services.shares import create_share, delete_share, limit
 from quotaportal.quotas.workloads import queue_history
 from scheduler import Ordering, Share, Strategy
 from scheduler.simulate import QueueConfig, QueueWorkload, Workload, simulate, utilization_series
-from scheduler.simulate.loaders import alibaba_openb
+from scheduler.simulate.loaders import alibaba_openb, find_trace_dir
+from scheduler.simulate.workload import WorkloadError
 from scheduler.validation import (
     MAX_SHARES_PER_QUEUE,
     instance_count_error,
@@ -156,7 +156,12 @@ def _enqueue(what_if_id: str) -> None:
 
 
 def trace_available() -> bool:
-    return Path(settings.QP_TRACE_DIR).is_dir()
+    """Are the trace's two files in QP_TRACE_DIR (or one folder below)?"""
+    try:
+        find_trace_dir(settings.QP_TRACE_DIR)
+    except WorkloadError:
+        return False
+    return True
 
 
 def run_what_if(what_if_id: str) -> None:
