@@ -260,7 +260,8 @@ class WhatIfForm(forms.Form):
         ]
         self.fields["source"].initial = WhatIfSource.HISTORY
         if not trace:
-            self.fields["source"].help_text = TRACE_MISSING_HELP.format(folder=settings.QP_TRACE_DIR)
+            folder = settings.QP_TRACE_DIR
+            self.fields["source"].help_text = TRACE_MISSING_HELP.format(folder=folder)
         self.fields["capacity"].initial = unit_counts_text(draft["capacity"])
         for index, share in enumerate(draft["shares"]):
             self._share_fields(f"s{index}", share["name"], share)

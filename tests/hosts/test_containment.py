@@ -283,7 +283,8 @@ def test_a_ranks_limits_scale_with_its_gpus(tmp_path, remove_after):
     assert cpu_limit(one, one_limits) == 0.5
     assert cpu_limit(three, three_limits) == 1.5
     containment.release([one, *one_limits, three, *three_limits])
-    assert not Path(one).exists() and not Path(three).exists()
+    assert not Path(one).exists()
+    assert not Path(three).exists()
 
 
 def memory_limit(tracking: str, others: list[str]) -> int:
@@ -330,7 +331,8 @@ def test_a_busy_rank_is_held_to_its_cpu_quota(tmp_path, lifeline, remove_after):
 
     wait_for(count_throttling, "the busy job did not end", timeout=20)
     job.release()
-    assert throttled and max(throttled) > 0, "a busy loop was never throttled"
+    assert throttled, "no cpu.stat was read"
+    assert max(throttled) > 0, "a busy loop was never throttled"
 
 
 def test_an_agent_asked_for_a_limit_it_cannot_set_refuses_to_start(tmp_path, monkeypatch):
@@ -341,8 +343,14 @@ def test_an_agent_asked_for_a_limit_it_cannot_set_refuses_to_start(tmp_path, mon
 
 
 @pytest.mark.parametrize(
-    ("text", "size"), [("16G", 16 << 30), ("512M", 512 * MIB), ("1.5T", int(1.5 * (1 << 40))),
-                       ("4096", 4096), ("2GiB", 2 << 30)]
+    ("text", "size"),
+    [
+        ("16G", 16 << 30),
+        ("512M", 512 * MIB),
+        ("1.5T", int(1.5 * (1 << 40))),
+        ("4096", 4096),
+        ("2GiB", 2 << 30),
+    ],
 )
 def test_sizes_read_as_slurm_writes_them(text, size):
     assert containment.parse_size(text) == size

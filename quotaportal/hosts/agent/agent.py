@@ -113,7 +113,7 @@ class Agent:
         output_every: float = 5.0,
         user: JobUser | None = None,
         pass_env: tuple[str, ...] = (),
-        limits: containment.Limits = containment.Limits(),
+        limits: containment.Limits | None = None,
     ):
         self.client = client
         self.name = name
@@ -139,7 +139,7 @@ class Agent:
         # of jobs (close_fds), so the read end sees EOF exactly when this process is gone.
         self.lifeline_read, self._lifeline_write = os.pipe()
         self.spawner = Spawner(self.lifeline_read)  # forks the shims; started on first use
-        self.contained = containment.detect(name, work_dir, limits)
+        self.contained = containment.detect(name, work_dir, limits or containment.Limits())
         log.info("containment: %s", self.contained.describe())
 
     # -- lifecycle ---------------------------------------------------------------------
