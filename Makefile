@@ -57,11 +57,14 @@ sync-scenarios:
 
 # The documentation site (docs/, mkdocs-material): built strictly, as CI does, into site/.
 docs: $(STAMP)
-	$(VENV)/bin/mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
-# The docs' screenshots are taken by the browser tests; this writes them into docs/images.
+# The docs' screenshots are taken by the browser tests; this copies those the docs show.
 screenshots: $(STAMP)
-	QP_SCREENSHOTS_DIR=docs/images $(PY) -m pytest -q -p no:cacheprovider tests/web/test_browser.py -k screenshot
+	QP_SCREENSHOTS=test-artifacts $(PY) -m pytest -q -p no:cacheprovider tests/web/test_browser.py \
+		tests/web/test_browser_walkthrough.py tests/web/test_browser_whatif.py
+	@for image in $$(grep -rhoE 'images/[a-z0-9-]+\.png' docs README.md | sort -u); do \
+		cp test-artifacts/$$(basename $$image) docs/$$image || exit 1; done
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis site
