@@ -35,7 +35,7 @@ def main() -> int:
         print(f"error: {problem}", file=sys.stderr)
     if problems:
         print(
-            "Start PostgreSQL and Redis (see README, 'Running the tests') and try again.",
+            "Start PostgreSQL and Redis (see docs/development/testing.md) and try again.",
             file=sys.stderr,
         )
         return 1

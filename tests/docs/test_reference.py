@@ -38,3 +38,11 @@ def test_every_picture_in_the_docs_is_one_a_browser_test_takes():
         for image in re.findall(r"images/([a-z0-9-]+)\.png", path.read_text()):
             assert image in taken, f"{path.name} shows {image}.png, which no browser test takes"
             assert (REPO / "docs/images" / f"{image}.png").is_file(), "run make screenshots"
+
+
+def test_the_concepts_page_explains_every_pending_reason():
+    from quotaportal.quotas.models import PendingReason
+
+    page = (REPO / "docs/concepts.md").read_text()
+    explained = set(re.findall(r"^\| `([A-Z_]+)` \|", page, re.M))
+    assert explained == set(PendingReason.values)
