@@ -14,7 +14,7 @@ app.autodiscover_tasks()
 
 
 class WorkerAlive(bootsteps.StartStopStep):
-    """Every few seconds, a worker tells /healthz it is alive (quotaportal.worker_health)."""
+    """Every few seconds, a worker tells /healthz it is alive (quotaportal.infra.worker_health)."""
 
     requires = {"celery.worker.components:Timer"}
 
@@ -23,7 +23,7 @@ class WorkerAlive(bootsteps.StartStopStep):
         self.timer_ref = None
 
     def start(self, worker):
-        from quotaportal.worker_health import BEAT_SECONDS, record_worker_alive
+        from quotaportal.infra.worker_health import BEAT_SECONDS, record_worker_alive
 
         record_worker_alive(worker.hostname)
         self.timer_ref = worker.timer.call_repeatedly(

@@ -199,7 +199,7 @@ QP_METRICS_ALLOWED_IPS = _networks(os.environ.get("QP_METRICS_ALLOWED_IPS", ""))
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "quotaportal.api.authentication.KeptTokenAuthentication",
+        "quotaportal.api.authentication.CachedTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
@@ -234,8 +234,8 @@ SPECTACULAR_SETTINGS = {
 
 # Celery: the broker is Redis; without REDIS_URL tasks run inline (embedded default).
 CELERY_BROKER_URL = REDIS_URL or "memory://"
-# kombu's Redis transport with a worker that survives losing Redis (quotaportal.broker).
-CELERY_BROKER_TRANSPORT = "quotaportal.broker:Transport" if REDIS_URL else None
+# kombu's Redis transport with a worker that survives losing Redis (quotaportal.infra.broker).
+CELERY_BROKER_TRANSPORT = "quotaportal.infra.broker:Transport" if REDIS_URL else None
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
 CELERY_TASK_IGNORE_RESULT = True

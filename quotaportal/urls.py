@@ -18,7 +18,7 @@ urlpatterns = [
     # Browsers ask for /favicon.ico whatever the page says.
     path("favicon.ico", RedirectView.as_view(url=static("web/favicon.svg"), permanent=True)),
     path("api/v1/", include("quotaportal.api.urls")),
-    path("aws/batch/", include("quotaportal.awsbatch.urls")),
+    path("aws/batch/", include("quotaportal.awsbatch.endpoint.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("", include("quotaportal.web.urls")),

@@ -9,8 +9,8 @@ from django.http import JsonResponse
 from django.utils import timezone
 
 from quotaportal.failures import RETRY_AFTER_SECONDS
+from quotaportal.infra.worker_health import broker_problem
 from quotaportal.quotas.models import JobQueue, State
-from quotaportal.worker_health import broker_problem
 
 
 def stale_queues(now=None) -> list[str]:

@@ -20,7 +20,7 @@ def load_before_serving() -> None:
     from django.conf import settings
     from django.urls import get_resolver
 
-    from quotaportal.quotas import redis_client
+    from quotaportal.infra import redis_client
 
     get_resolver().url_patterns  # noqa: B018 - the property imports every view
     if settings.REDIS_URL:

@@ -8,57 +8,10 @@ get a 400 that says what to fix instead of failing deep in a view or a query.
 
 from __future__ import annotations
 
-import json
-
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 
-MAX_DEPTH = 32  # objects and lists inside each other; real requests use fewer than 10
-TOO_DEEP = f"nests objects and lists more than {MAX_DEPTH} deep; flatten it"
-
-
-def loads(text: str | bytes):
-    """json.loads, with nesting too deep for it reported as ValueError like any bad JSON."""
-    try:
-        value = json.loads(text)
-    except RecursionError:
-        raise ValueError(TOO_DEEP) from None
-    if too_deep(value):
-        raise ValueError(TOO_DEEP)
-    return value
-
-
-def too_deep(value, limit: int = MAX_DEPTH) -> bool:
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict | list):
-            if depth > limit:
-                return True
-            children = item.values() if isinstance(item, dict) else item
-            stack.extend((child, depth + 1) for child in children)
-    return False
-
-
-def unstorable_text(value, path: str = "body") -> str | None:
-    """Where the first string PostgreSQL cannot store sits, with why; None if all is well."""
-    stack = [(value, path)]
-    while stack:
-        item, where = stack.pop()
-        if isinstance(item, str):
-            if "\x00" in item:
-                return f"{where} contains a NUL character"
-            try:
-                item.encode("utf-8")
-            except UnicodeEncodeError:
-                return f"{where} contains a lone surrogate (such as \\ud800), which is not text"
-        elif isinstance(item, dict):
-            for key, child in item.items():
-                stack.append((key, f"{where} key"))
-                stack.append((child, f"{where}.{key}"))
-        elif isinstance(item, list):
-            stack.extend((child, f"{where}[{i}]") for i, child in enumerate(item))
-    return None
+from quotaportal.infra.bodies import TOO_DEEP, too_deep, unstorable_text
 
 
 class ObjectJSONParser(JSONParser):

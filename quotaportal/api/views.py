@@ -8,7 +8,7 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from quotaportal.api import serializers as s
-from quotaportal.awsbatch import services as aws_services
+from quotaportal.awsbatch.sync import drift as aws_drift
 from quotaportal.hosts import services as host_services
 from quotaportal.hosts.models import AgentToken, GpuHost
 from quotaportal.quotas import selectors, services
@@ -265,14 +265,14 @@ class QuotaShareViewSet(
         if request.method == "POST":
             decision = s.DriftDecisionSerializer(data=request.data)
             decision.is_valid(raise_exception=True)
-            aws_services.resolve_drift(request.user, share, decision.validated_data["decision"])
+            aws_drift.resolve_drift(request.user, share, decision.validated_data["decision"])
             return Response(status=status.HTTP_204_NO_CONTENT)
-        row = aws_services.drift_of(share)
+        row = aws_drift.drift_of(share)
         if row is None:
             raise NotFound(f"quota share {share.name} has no unresolved drift")
         differs = [
             {"field": field, "portal": portal, "aws": aws}
-            for field, portal, aws in aws_services.drift_rows(share, row)
+            for field, portal, aws in aws_drift.drift_rows(share, row)
         ]
         return Response(
             s.DriftSerializer(

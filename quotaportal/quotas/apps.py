@@ -9,10 +9,10 @@ class QuotasConfig(AppConfig):
     verbose_name = "Quota management"
 
     def ready(self) -> None:
-        from quotaportal.quotas import lookups
+        from quotaportal.quotas import config_cache
         from quotaportal.quotas.backends import register
         from quotaportal.quotas.models import Backend
         from quotaportal.quotas.simulated import SimulatedBackend
 
         register(Backend.SIMULATED, SimulatedBackend())
-        lookups.connect_signals()
+        config_cache.connect_signals()

@@ -10,6 +10,7 @@ from django.db.models import Count, F, Max, OuterRef, Q, Sum, Window
 from django.db.models.functions import Coalesce, Greatest, RowNumber
 from django.utils import timezone
 
+from quotaportal.infra.subqueries import per_outer_row
 from quotaportal.quotas import bridge
 from quotaportal.quotas.models import (
     DISPATCHED,
@@ -23,7 +24,6 @@ from quotaportal.quotas.models import (
     UtilizationSample,
 )
 from quotaportal.quotas.permissions import is_platform_admin, team_ids
-from quotaportal.quotas.subqueries import per_outer_row
 from scheduler import Share, Strategy
 from scheduler.positions import QueueNumbering
 from scheduler.reservations import Reservation as PlannedReservation

@@ -19,7 +19,7 @@ from collections import defaultdict
 from django.conf import settings
 from django.db import transaction
 
-from quotaportal.quotas import redis_client
+from quotaportal.infra import redis_client
 
 log = logging.getLogger(__name__)
 CHANNEL = "quotaportal:environment-changed"

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.utils import timezone
 
+from quotaportal.awsbatch.conventions import TEAM_TAG
 from quotaportal.awsbatch.models import MirroredResource, MirrorKind
-from quotaportal.awsbatch.operations.shares import TEAM_TAG
 from quotaportal.awsbatch.sync.client import Caller, new_client
 from quotaportal.awsbatch.sync.jobs import adopt_described
 from quotaportal.awsbatch.sync.mirror import share_key

@@ -16,8 +16,8 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 
+from quotaportal.awsbatch.conventions import TEAM_TAG
 from quotaportal.awsbatch.models import MirroredResource, MirrorKind
-from quotaportal.awsbatch.operations.shares import TEAM_TAG
 from quotaportal.awsbatch.sync.client import Caller
 from quotaportal.awsbatch.sync.shapes import (
     SAGEMAKER_TRAINING,

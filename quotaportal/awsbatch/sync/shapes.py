@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
-from quotaportal.awsbatch.operations.payload import SIMULATED_SECONDS_TAG
+from quotaportal.awsbatch.conventions import SIMULATED_SECONDS_TAG
 from quotaportal.quotas.models import FINAL, JobStatus, QuotaShare, State
 from quotaportal.quotas.services.remote import RemoteAttempt, RemoteState
 from quotaportal.quotas.services.shares import limits_of

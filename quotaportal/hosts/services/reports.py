@@ -22,10 +22,11 @@ from django.utils import timezone
 from quotaportal.hosts.models import AgentToken, GpuHost, Placement
 from quotaportal.hosts.services.agents import host_of, host_work, remember_delivered
 from quotaportal.hosts.services.fleet import wake_held_retries
+from quotaportal.infra.bulk import update_objects
+from quotaportal.infra.locks import lock_environment
+from quotaportal.infra.subqueries import per_outer_row
 from quotaportal.quotas import wakeups
-from quotaportal.quotas.bulk import update_objects
 from quotaportal.quotas.errors import InvalidInput
-from quotaportal.quotas.locks import lock_environment
 from quotaportal.quotas.models import Job
 from quotaportal.quotas.services import ticks
 from quotaportal.quotas.services.lifecycle import (
@@ -34,7 +35,6 @@ from quotaportal.quotas.services.lifecycle import (
     succeed_in_bulk,
 )
 from quotaportal.quotas.services.tick import tick_inline
-from quotaportal.quotas.subqueries import per_outer_row
 
 BATCH_LOCK_SECONDS = 2.0
 PHASES = {"started": 0, "output": 1, "exited": 2}

@@ -9,8 +9,8 @@ from datetime import datetime
 from django.db import connection
 from django.db.models import Count
 
+from quotaportal.infra.bulk import insert_new, update_objects, update_rows
 from quotaportal.quotas.bridge.snapshot import Loaded
-from quotaportal.quotas.bulk import insert_new, update_objects, update_rows
 from quotaportal.quotas.models import (
     DISPATCHED,
     Event,

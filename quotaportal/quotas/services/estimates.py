@@ -17,8 +17,8 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from quotaportal.infra.locks import lock_environment
 from quotaportal.quotas import bridge, selectors
-from quotaportal.quotas.locks import lock_environment
 from quotaportal.quotas.models import ACTIVE, Job, JobQueue, JobStatus, State
 from scheduler.simulate import QueueConfig, Running, WorkJob
 from scheduler.simulate.estimate import ASSUMPTION, Durations, estimate_starts

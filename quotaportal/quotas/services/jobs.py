@@ -8,10 +8,10 @@ import json
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from quotaportal.infra.bulk import insert_new
 from quotaportal.quotas import bridge, wakeups
-from quotaportal.quotas.bulk import insert_new
+from quotaportal.quotas.config_cache import CachedLookups, cached_lookups
 from quotaportal.quotas.errors import Conflict, InvalidInput, ServiceError
-from quotaportal.quotas.lookups import Kept, kept
 from quotaportal.quotas.models import (
     ACTIVE,
     FINAL,
@@ -142,7 +142,7 @@ def submit_job(
 
     `job_queue` is the queue or its name; `options` are the optional fields of JOB_OPTIONS
     (quantity, scheduling_priority, ...). Submits in real time (no `now` given) are checked
-    against the lookups kept between requests (quotas.lookups).
+    against the lookups kept between requests (quotas.config_cache).
     """
     if unknown := sorted(set(options) - set(JOB_OPTIONS)):
         raise TypeError(f"submit_job() got unknown fields {unknown}")
@@ -153,7 +153,7 @@ def submit_job(
         "name": name,
         **options,
     }
-    cache = {} if now else kept()
+    cache = {} if now else cached_lookups()
     now = now or timezone.now()
     job_queue, share, unit, fields, fingerprint = _prepare(actor, item, cache=cache, now=now)
     token = fields["client_token"]
@@ -219,7 +219,7 @@ def _cached(cache: dict, key, load):
 
 
 def _most_capacity(env, now, cache: dict) -> dict[str, int]:
-    if isinstance(cache, Kept) and (ends := bridge.next_reservation_end(env, now)):
+    if isinstance(cache, CachedLookups) and (ends := bridge.next_reservation_end(env, now)):
         cache.expire_by(ends)  # the capacity it adds is counted until then
     return bridge.most_capacity(env, now)
 
@@ -259,12 +259,12 @@ def submit_jobs(actor, items: list[dict], now=None, lookups: dict | None = None)
     `lookups` keeps the queue's shares, units and limits between batches: only for a caller
     that owns the queues meanwhile (a replay), since a share edited in between would be missed.
     Without it, a submit in real time (no `now`) uses the lookups kept between requests, which
-    every change to those rows invalidates (quotas.lookups).
+    every change to those rows invalidates (quotas.config_cache).
     """
     if not 1 <= len(items) <= MAX_BATCH:
         raise InvalidInput({"jobs": f"give 1 to {MAX_BATCH} jobs, got {len(items)}"})
     if lookups is None:
-        lookups = {} if now else kept()
+        lookups = {} if now else cached_lookups()
     now = now or timezone.now()
     errors, prepared = {}, []
     cache = lookups

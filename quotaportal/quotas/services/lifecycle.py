@@ -12,8 +12,8 @@ from django.db import connection, transaction
 from django.db.models import Case, DateTimeField, F, Value, When
 from django.utils import timezone
 
+from quotaportal.infra.bulk import update_rows
 from quotaportal.quotas import wakeups
-from quotaportal.quotas.bulk import update_rows
 from quotaportal.quotas.models import (
     DISPATCHED,
     ENVIRONMENT_TOO_SMALL,

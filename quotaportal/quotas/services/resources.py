@@ -8,9 +8,9 @@ from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 from rest_framework.authtoken.models import Token
 
+from quotaportal.infra.locks import lock_environment
+from quotaportal.quotas.config_cache import config_changed
 from quotaportal.quotas.errors import Conflict, InvalidInput
-from quotaportal.quotas.locks import lock_environment
-from quotaportal.quotas.lookups import config_changed
 from quotaportal.quotas.models import (
     TIME_LIMIT_REASONS,
     Backend,

@@ -6,8 +6,8 @@ import re
 
 from django.db import IntegrityError, transaction
 
+from quotaportal.quotas.config_cache import config_changed
 from quotaportal.quotas.errors import Conflict, InvalidInput
-from quotaportal.quotas.lookups import config_changed
 from quotaportal.quotas.models import (
     CapacityUnit,
     EventKind,

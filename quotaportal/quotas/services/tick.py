@@ -32,9 +32,9 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from quotaportal.infra.locks import lock_environment, try_lock_environment
 from quotaportal.quotas import bridge
 from quotaportal.quotas.backends import backend_for, self_scheduling_backends
-from quotaportal.quotas.locks import lock_environment, try_lock_environment
 from quotaportal.quotas.models import (
     ACTIVE,
     TICK_BUCKETS,

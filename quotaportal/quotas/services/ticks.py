@@ -14,7 +14,8 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 
-from quotaportal.quotas import redis_client, wakeups
+from quotaportal.infra import redis_client
+from quotaportal.quotas import wakeups
 from quotaportal.quotas.models import JobQueue
 
 log = logging.getLogger(__name__)

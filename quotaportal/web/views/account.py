@@ -8,7 +8,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
-from quotaportal.awsbatch import services as key_services
+from quotaportal.awsbatch import keys as key_services
 from quotaportal.awsbatch.models import AccessKey
 from quotaportal.quotas.errors import ServiceError
 

@@ -9,7 +9,7 @@ from django.core.exceptions import PermissionDenied
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from quotaportal.awsbatch import services as aws_services
+from quotaportal.awsbatch.sync import drift as aws_drift
 from quotaportal.quotas import selectors, services
 from quotaportal.quotas.errors import Conflict, Forbidden, InvalidInput
 from quotaportal.quotas.models import JobQueue, QuotaShare, State
@@ -81,14 +81,14 @@ def share_edit(request, pk=None):
             messages.success(request, f"Saved quota share {saved.name}.")
             return redirect("share-list")
     status = 400 if request.method == "POST" else 200
-    drift = aws_services.drift_of(share) if share else None
+    drift = aws_drift.drift_of(share) if share else None
     context = {
         "form": form,
         "share": share,
         "drift": drift,
         "drift_rows": [
             (field.replace("_", " "), plain_setting(portal), plain_setting(aws))
-            for field, portal, aws in (aws_services.drift_rows(share, drift) if drift else [])
+            for field, portal, aws in (aws_drift.drift_rows(share, drift) if drift else [])
         ],
     }
     return render(request, "web/share_form.html", context, status=status)
@@ -102,7 +102,7 @@ def share_drift(request, pk):
     share = get_object_or_404(QuotaShare.objects.select_related("job_queue"), pk=pk)
     decision = request.POST.get("decision", "")
     try:
-        aws_services.resolve_drift(request.user, share, decision)
+        aws_drift.resolve_drift(request.user, share, decision)
     except (InvalidInput, Conflict) as err:
         messages.error(request, err.message)
         return redirect("share-edit", share.pk)

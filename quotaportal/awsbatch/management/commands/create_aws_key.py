@@ -9,7 +9,7 @@ from __future__ import annotations
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from quotaportal.awsbatch import services
+from quotaportal.awsbatch import keys
 from quotaportal.quotas.errors import ServiceError
 
 
@@ -24,7 +24,7 @@ class Command(BaseCommand):
         if user is None:
             raise CommandError(f"no user named {username!r}; create it with create_user first")
         try:
-            key, secret = services.create_access_key(None, user)
+            key, secret = keys.create_access_key(None, user)
         except ServiceError as err:
             raise CommandError(err.message) from None
         self.stderr.write(

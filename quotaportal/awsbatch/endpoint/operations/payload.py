@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from quotaportal.api.parsers import loads, unstorable_text
-from quotaportal.awsbatch.wire import AwsError, required
+from quotaportal.awsbatch.conventions import SIMULATED_SECONDS_TAG
+from quotaportal.awsbatch.endpoint.wire import AwsError, required
+from quotaportal.infra.bodies import loads, unstorable_text
 
 MAX_PAYLOAD_BYTES = 256 * 1024
 COMMAND_VARIABLE = "QP_COMMAND"  # how a LOCAL job sent through the endpoint says what to run
-SIMULATED_SECONDS_TAG = "quotaportal:simulated-seconds"
 SAGEMAKER_DEFAULT_MAX_RUNTIME = 86_400  # SageMaker's default StoppingCondition
 
 

@@ -29,7 +29,7 @@ from django.db import transaction
 from django.db.models.signals import m2m_changed, post_delete, post_save
 from django.utils import timezone
 
-from quotaportal.quotas import redis_client
+from quotaportal.infra import redis_client
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ MAX_AGE_SECONDS = 10.0
 GENERATION_KEY = "quotaportal:config-generation"
 
 
-class Kept(dict):
+class CachedLookups(dict):
     """The lookups made under one generation, until `expires` (a monotonic time)."""
 
     def __init__(self, generation: bytes | None):
@@ -51,12 +51,12 @@ class Kept(dict):
         self.expires = min(self.expires, time.monotonic() + max(left, 0.0))
 
 
-_kept: Kept | None = None
+_kept: CachedLookups | None = None
 # Between request_started and request_finished, the lookups this thread's request read first.
 _request = threading.local()
 
 
-def kept() -> dict:
+def cached_lookups() -> dict:
     """The lookups a submit may use: those of the current generation, or an empty dict of
     its own when nothing can be kept (no Redis, or Redis did not answer). Within a request,
     those its first call returned."""
@@ -80,7 +80,7 @@ def _current() -> dict:
         return {}
     current = _kept
     if current is None or current.generation != generation or time.monotonic() >= current.expires:
-        current = _kept = Kept(generation)
+        current = _kept = CachedLookups(generation)
     return current
 
 

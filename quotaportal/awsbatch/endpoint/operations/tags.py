@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from quotaportal.awsbatch import lookups
-from quotaportal.awsbatch.wire import AwsError, required, split_arn
+from quotaportal.awsbatch.endpoint import lookups
+from quotaportal.awsbatch.endpoint.wire import AwsError, required, split_arn
 from quotaportal.quotas import services
 
 

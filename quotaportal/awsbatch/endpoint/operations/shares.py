@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from quotaportal.awsbatch import lookups
-from quotaportal.awsbatch.operations import operation
-from quotaportal.awsbatch.operations.resources import limits_shape, read_capacity_limits
-from quotaportal.awsbatch.wire import (
+from quotaportal.awsbatch.conventions import TEAM_TAG
+from quotaportal.awsbatch.endpoint import lookups
+from quotaportal.awsbatch.endpoint.operations import operation
+from quotaportal.awsbatch.endpoint.operations.resources import limits_shape, read_capacity_limits
+from quotaportal.awsbatch.endpoint.wire import (
     AwsError,
     arn,
     aws_name,
@@ -20,7 +21,6 @@ from quotaportal.quotas.models import QuotaShare, State, Strategy, Team
 from quotaportal.quotas.permissions import require_admin
 from quotaportal.quotas.services.shares import limits_of
 
-TEAM_TAG = "quotaportal:team"
 PREEMPTION = {"ENABLED": True, "DISABLED": False}
 
 

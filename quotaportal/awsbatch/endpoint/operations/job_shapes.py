@@ -7,8 +7,8 @@ from datetime import datetime
 
 from django.conf import settings
 
-from quotaportal.awsbatch.operations.resources import SAGEMAKER_TRAINING
-from quotaportal.awsbatch.wire import arn, ms
+from quotaportal.awsbatch.endpoint.operations.resources import SAGEMAKER_TRAINING
+from quotaportal.awsbatch.endpoint.wire import arn, ms
 from quotaportal.quotas.models import Job, JobStatus
 
 

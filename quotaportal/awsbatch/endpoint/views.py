@@ -17,12 +17,13 @@ from django.http import HttpRequest, JsonResponse
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 
-from quotaportal.api.parsers import loads, unstorable_text
-from quotaportal.awsbatch import services, sigv4
-from quotaportal.awsbatch.operations import OPERATIONS
-from quotaportal.awsbatch.operations.tags import BY_METHOD
-from quotaportal.awsbatch.wire import AwsError, from_service_error
+from quotaportal.awsbatch import keys
+from quotaportal.awsbatch.endpoint import sigv4
+from quotaportal.awsbatch.endpoint.operations import OPERATIONS
+from quotaportal.awsbatch.endpoint.operations.tags import BY_METHOD
+from quotaportal.awsbatch.endpoint.wire import AwsError, from_service_error
 from quotaportal.failures import outage_of, too_large
+from quotaportal.infra.bodies import loads, unstorable_text
 from quotaportal.quotas.errors import ServiceError
 
 log = logging.getLogger(__name__)
@@ -93,7 +94,7 @@ def _authenticate(request: HttpRequest, sent_path: str):
         headers.get("authorization"), headers.get("x-amz-date"), SERVICE
     )
     sigv4.check_clock(credential, timezone.now())
-    key = services.active_key(credential.access_key_id)
+    key = keys.active_key(credential.access_key_id)
     if key is None:
         raise sigv4.SignatureError(
             "UnrecognizedClientException", "The security token included in the request is invalid."

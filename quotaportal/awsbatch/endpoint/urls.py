@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from quotaportal.awsbatch import views
+from quotaportal.awsbatch.endpoint import views
 
 app_name = "awsbatch"
 urlpatterns = [

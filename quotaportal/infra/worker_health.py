@@ -11,7 +11,7 @@ import logging
 
 from django.conf import settings
 
-from quotaportal.quotas.redis_client import client
+from quotaportal.infra.redis_client import client
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from quotaportal.awsbatch.wire import AwsError, split_arn
+from quotaportal.awsbatch.endpoint.wire import AwsError, split_arn
 from quotaportal.quotas import selectors
 from quotaportal.quotas.models import (
     Job,

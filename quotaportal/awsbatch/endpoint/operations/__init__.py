@@ -18,4 +18,4 @@ def operation(name: str):
 
 
 # Importing the modules fills OPERATIONS.
-from quotaportal.awsbatch.operations import jobs, resources, shares, snapshot  # noqa: E402, F401
+from quotaportal.awsbatch.endpoint.operations import jobs, resources, shares, snapshot  # noqa: E402, F401

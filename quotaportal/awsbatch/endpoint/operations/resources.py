@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from quotaportal.awsbatch import lookups
-from quotaportal.awsbatch.operations import operation
-from quotaportal.awsbatch.wire import (
+from quotaportal.awsbatch.conventions import BACKEND_TAG
+from quotaportal.awsbatch.endpoint import lookups
+from quotaportal.awsbatch.endpoint.operations import operation
+from quotaportal.awsbatch.endpoint.wire import (
     AwsError,
     arn,
     aws_name,
@@ -27,7 +28,6 @@ from quotaportal.quotas.models import (
 from quotaportal.quotas.permissions import require_admin
 
 SAGEMAKER_TRAINING = "SAGEMAKER_TRAINING"
-BACKEND_TAG = "quotaportal:backend"
 ENDPOINT_BACKENDS = (Backend.SIMULATED, Backend.LOCAL)
 ALREADY_EXISTS = "Object already exists"  # AWS's own text for a duplicate name
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import UTC, datetime
 
-from quotaportal.awsbatch import lookups
-from quotaportal.awsbatch.operations import operation
-from quotaportal.awsbatch.wire import arn, ms, required
+from quotaportal.awsbatch.endpoint import lookups
+from quotaportal.awsbatch.endpoint.operations import operation
+from quotaportal.awsbatch.endpoint.wire import arn, ms, required
 from quotaportal.quotas import selectors
 
 

@@ -7,17 +7,21 @@ from datetime import datetime, timedelta
 
 from django.db.models import Q
 
-from quotaportal.awsbatch import lookups
-from quotaportal.awsbatch.operations import operation
-from quotaportal.awsbatch.operations.job_shapes import describe_shape, job_arn, summary_shape
-from quotaportal.awsbatch.operations.payload import (
+from quotaportal.awsbatch.endpoint import lookups
+from quotaportal.awsbatch.endpoint.operations import operation
+from quotaportal.awsbatch.endpoint.operations.job_shapes import (
+    describe_shape,
+    job_arn,
+    summary_shape,
+)
+from quotaportal.awsbatch.endpoint.operations.payload import (
     capacity_of,
     command_of,
     read_payload,
     simulated_seconds,
 )
-from quotaportal.awsbatch.operations.resources import SAGEMAKER_TRAINING
-from quotaportal.awsbatch.wire import (
+from quotaportal.awsbatch.endpoint.operations.resources import SAGEMAKER_TRAINING
+from quotaportal.awsbatch.endpoint.wire import (
     EPOCH,
     AwsError,
     aws_name,
