@@ -8,33 +8,18 @@ from datetime import timedelta
 import pytest
 from django.db.models import Sum
 from django.utils import timezone
-from prometheus_client.parser import text_string_to_metric_families
 
 from quotaportal.hosts import services as host_services
 from quotaportal.quotas import services
 from quotaportal.quotas.models import DISPATCHED, Job, SchedulerRun
 from quotaportal.quotas.services import reservations
-from tests.conftest import submit
+from tests.builders import TOKEN, samples, submit, value
 
 pytestmark = pytest.mark.django_db
-
-TOKEN = "scrape-secret-123"
 
 
 def scrape(client, **headers):
     return client.get("/metrics", **headers)
-
-
-def samples(text: str) -> dict[tuple[str, tuple], float]:
-    found = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            found[sample.name, tuple(sorted(sample.labels.items()))] = sample.value
-    return found
-
-
-def value(found, name, **labels) -> float | None:
-    return found.get((name, tuple(sorted(labels.items()))))
 
 
 def test_a_scrape_is_refused_when_nothing_is_configured(client, settings):

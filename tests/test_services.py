@@ -29,7 +29,7 @@ def test_redis_answers():
 
 @pytest.mark.django_db
 def test_healthz_reports_the_database(client):
-    from quotaportal.worker_health import record_worker_alive
+    from quotaportal.infra.worker_health import record_worker_alive
 
     record_worker_alive("test-worker")  # what a running Celery worker does every few seconds
     response = client.get("/healthz")

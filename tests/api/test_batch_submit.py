@@ -6,7 +6,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
-from quotaportal.quotas import lookups
+from quotaportal.quotas import config_cache
 from quotaportal.quotas.models import Event, Job
 
 
@@ -93,7 +93,7 @@ def test_a_batch_may_only_use_the_submitters_shares_and_has_bounds(people, fleet
 def test_a_batch_costs_the_same_queries_for_10_jobs_as_for_100(people, fleet):
     def queries(count: int, prefix: str) -> int:
         items = [item(fleet, f"{prefix}-{i}") for i in range(count)]
-        lookups.forget()  # each looks its share, unit and limits up (once)
+        config_cache.forget()  # each looks its share, unit and limits up (once)
         with CaptureQueriesContext(connection) as captured:
             answer = client_of(people).post("/api/v1/jobs/batch/", {"jobs": items}, format="json")
         assert answer.status_code == 201

@@ -12,9 +12,9 @@ import pytest
 from django.db import connection
 from django.test import override_settings
 
-from quotaportal.quotas.redis_client import client as redis_client
-from quotaportal.worker_health import KEY, record_worker_alive
-from tests.conftest import submit
+from quotaportal.infra.redis_client import client as redis_client
+from quotaportal.infra.worker_health import KEY, record_worker_alive
+from tests.builders import submit
 
 JOB = {"job_queue": "gpu", "quota_share": "vision", "capacity_unit": "a100", "name": "train"}
 

@@ -16,7 +16,7 @@ from django.test import override_settings
 from quotaportal.quotas import selectors
 from quotaportal.quotas.models import Job
 from scheduler.positions import QueueNumbering
-from tests.conftest import submit
+from tests.builders import submit
 
 JOB = {"job_queue": "gpu", "quota_share": "vision", "capacity_unit": "a100", "name": "train"}
 BIG = 2**31
@@ -217,9 +217,9 @@ def test_healthz_is_unhealthy_when_a_queue_has_not_ticked(client, fleet):
 
     from django.utils import timezone
 
+    from quotaportal.infra.worker_health import record_worker_alive
     from quotaportal.quotas import services
     from quotaportal.quotas.models import JobQueue
-    from quotaportal.worker_health import record_worker_alive
 
     record_worker_alive("test-worker")  # what a running Celery worker does every few seconds
     assert client.get("/healthz").status_code == 200, "a new queue gets time for a first tick"

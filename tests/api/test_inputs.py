@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from quotaportal.quotas.models import QuotaShare
-from tests.conftest import submit
+from tests.builders import submit
 
 JOB = {"job_queue": "gpu", "quota_share": "vision", "capacity_unit": "a100", "name": "train"}
 

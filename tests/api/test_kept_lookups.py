@@ -1,4 +1,4 @@
-"""A submit's checks read rows kept between requests (quotas.lookups): every change to those
+"""A submit's checks read rows kept between requests (quotas.config_cache): every change to those
 rows is seen by the next submit, in this process or another, as if nothing were kept."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from quotaportal.quotas import lookups, services
+from quotaportal.quotas import config_cache, services
 from quotaportal.quotas.models import QuotaShare, ShareCapacityLimit, Team
 from quotaportal.quotas.services import accounts, reservations
 
@@ -82,7 +82,7 @@ def test_another_process_change_is_seen_through_the_generation(people, fleet, se
     assert post(people, fleet, quantity=4).status_code == 201
     fleet.env.capacity_limits.update(max_capacity=1)  # a row change this process sent no signal for
     assert post(people, fleet, quantity=4).status_code == 201, "kept: not looked up again"
-    redis.Redis.from_url(settings.REDIS_URL).incr(lookups.GENERATION_KEY)  # the other's commit
+    redis.Redis.from_url(settings.REDIS_URL).incr(config_cache.GENERATION_KEY)  # the other's commit
     assert post(people, fleet, quantity=4).status_code == 400
 
 
@@ -114,8 +114,8 @@ def test_limits_rewritten_in_bulk_are_seen(people, fleet):
 
 def count_generation_reads(monkeypatch) -> list:
     reads = []
-    real = lookups._current
-    monkeypatch.setattr(lookups, "_current", lambda: reads.append(1) or real())
+    real = config_cache._current
+    monkeypatch.setattr(config_cache, "_current", lambda: reads.append(1) or real())
     return reads
 
 
@@ -129,17 +129,17 @@ def test_a_request_reads_the_generation_once(people, fleet, monkeypatch):
 
 def test_outside_a_request_every_lookup_reads_the_generation(people, fleet, monkeypatch):
     reads = count_generation_reads(monkeypatch)
-    lookups.kept()
-    lookups.kept()
+    config_cache.cached_lookups()
+    config_cache.cached_lookups()
     assert len(reads) == 2
 
 
 def test_a_change_within_a_request_is_seen_by_its_later_lookups(people, fleet):
     assert post(people, fleet).status_code == 201
-    lookups._request_started(None)
+    config_cache._request_started(None)
     try:
-        before = lookups.kept()
+        before = config_cache.cached_lookups()
         services.update_service_environment(people.admin, fleet.env, capacity_limits={"a100": 3})
-        assert lookups.kept() is not before
+        assert config_cache.cached_lookups() is not before
     finally:
-        lookups._request_finished(None)
+        config_cache._request_finished(None)

@@ -10,7 +10,7 @@ from django.test.utils import CaptureQueriesContext
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from quotaportal.api.authentication import KeptTokenAuthentication
+from quotaportal.api.authentication import CachedTokenAuthentication
 from quotaportal.quotas.services import accounts
 
 pytestmark = pytest.mark.usefixtures("kept_in_redis")
@@ -79,7 +79,7 @@ def test_a_login_elsewhere_keeps_the_lookup(people):
 
 
 def test_each_request_gets_its_own_user_object(people):
-    auth = KeptTokenAuthentication()
+    auth = CachedTokenAuthentication()
     first, _ = auth.authenticate_credentials(people.tokens["alice"])
     second, token = auth.authenticate_credentials(people.tokens["alice"])
     assert first is not second

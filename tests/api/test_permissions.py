@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from quotaportal.quotas.models import Job
-from tests.conftest import submit
+from tests.builders import submit
 
 PERSONAS = ["ada", "alice", "bob", None]
 LISTS = [

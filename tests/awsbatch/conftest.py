@@ -2,26 +2,12 @@
 
 from __future__ import annotations
 
-import boto3
 import pytest
-from botocore.config import Config
 
-from quotaportal.awsbatch import services as key_services
+from quotaportal.awsbatch import keys as key_services
 from quotaportal.quotas import services
 from quotaportal.quotas.models import JobQueue
-
-REGION = "us-west-2"
-
-
-def batch_client(endpoint: str, access_key: str, secret: str):
-    return boto3.client(
-        "batch",
-        endpoint_url=endpoint,
-        region_name=REGION,
-        aws_access_key_id=access_key,
-        aws_secret_access_key=secret,
-        config=Config(retries={"max_attempts": 1}),
-    )
+from tests.awsbatch.builders import batch_client
 
 
 class Aws:
@@ -81,7 +67,7 @@ class StandIn:
     def __init__(self):
         import importlib.util
 
-        from tests.conftest import REPO
+        from tests.builders import REPO
 
         spec = importlib.util.spec_from_file_location("qp_stack", REPO / "scripts" / "stack.py")
         module = importlib.util.module_from_spec(spec)

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from quotaportal.quotas.models import Job, JobQueue, SchedulingPolicy, ServiceEnvironment
-from tests.awsbatch.test_endpoint import add_share, payload, setup_queue, signed_post
+from tests.awsbatch.builders import add_share, payload, setup_queue, signed_post
 
 NAMES = {
     "129 characters": "a" * 129,

@@ -8,8 +8,8 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from quotaportal.awsbatch.keys import active_key
 from quotaportal.awsbatch.models import AccessKey
-from quotaportal.awsbatch.services import active_key
 
 
 def test_create_aws_key_prints_id_and_secret_on_its_last_line(people):

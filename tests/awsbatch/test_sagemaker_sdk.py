@@ -7,7 +7,7 @@ import importlib.util
 
 from quotaportal.quotas.models import Event, Job, JobQueue
 from quotaportal.quotas.services import run_tick
-from tests.conftest import REPO
+from tests.builders import REPO
 
 
 def load_walkthrough():

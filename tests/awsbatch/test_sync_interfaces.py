@@ -20,8 +20,8 @@ from quotaportal.awsbatch.sync.mirror import share_key
 from quotaportal.awsbatch.sync.shapes import AWS_ACTIVE, share_config
 from quotaportal.quotas import services
 from quotaportal.quotas.models import Event, Job, ServiceEnvironment
-from tests.awsbatch.test_sync_stubbed import UNIT, Aws, submit
-from tests.test_metrics import TOKEN, samples, value
+from tests.awsbatch.sync_builders import UNIT, Aws, submit
+from tests.builders import TOKEN, samples, value
 
 
 @pytest.fixture(autouse=True)
@@ -175,7 +175,7 @@ def test_aws_sync_check_prints_what_would_happen_and_changes_nothing(aws, people
     qs2 = aws.share("qs2", "vision", strategy="LEND")
     services.update_share(people.admin, qs2, capacity_limits={UNIT: 2})
     job = submit(people.alice, aws, name="waiting")
-    from tests.awsbatch.test_sync_stubbed import ARN, share_detail
+    from tests.awsbatch.sync_builders import ARN, share_detail
 
     aws.stub.add_response("list_scheduling_policies", {"schedulingPolicies": []}, None)
     MirroredResource.objects.filter(kind=MirrorKind.POLICY).update(arn="")

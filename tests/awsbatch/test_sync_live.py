@@ -19,7 +19,7 @@ from quotaportal.awsbatch.sync.shapes import submit_request
 from quotaportal.quotas import services
 from quotaportal.quotas.models import Event, EventKind, Job, JobQueue, JobStatus, QuotaShare
 from quotaportal.quotas.services.shares import limits_of
-from tests.awsbatch.test_endpoint import add_share, payload, setup_queue
+from tests.awsbatch.builders import add_share, payload, setup_queue
 
 pytestmark = pytest.mark.slow
 UNIT = "ml.g5.xlarge"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from quotaportal.awsbatch.operations import OPERATIONS
+from quotaportal.awsbatch.endpoint.operations import OPERATIONS
 from tests.docs.samples import REPO, doc_files
 
 SETTINGS = REPO / "quotaportal" / "settings.py"

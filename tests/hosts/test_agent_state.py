@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from quotaportal.hosts.agent.agent import STATE_FILE, Agent
-from tests.hosts.test_spawner import rank
+from tests.hosts.builders import rank
 
 
 class AnsweringServer:

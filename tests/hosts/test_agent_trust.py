@@ -17,7 +17,7 @@ import pytest
 from quotaportal.hosts.models import GpuHost, Placement
 from quotaportal.quotas import services
 from quotaportal.quotas.models import Job
-from tests.hosts.test_agents import Fleet, wait_until
+from tests.hosts.builders import Fleet, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -14,7 +14,7 @@ from django.db import connection
 
 from quotaportal.hosts import services as host_services
 from quotaportal.hosts.services import long_polls
-from tests.conftest import add_share, build_queue
+from tests.builders import add_share, build_queue
 
 pytestmark = pytest.mark.django_db(transaction=True)
 LONG = 30.0

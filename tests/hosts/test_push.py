@@ -3,7 +3,6 @@ on its host changes, woken in-process or, across processes, over Redis."""
 
 from __future__ import annotations
 
-import threading
 import time
 
 import pytest
@@ -13,30 +12,10 @@ from django.db import connection
 from quotaportal.hosts import services as host_services
 from quotaportal.quotas import services, wakeups
 from quotaportal.quotas.models import Job
-from tests.conftest import add_share, build_queue
-from tests.hosts.test_agents import Fleet, wait_until
+from tests.builders import add_share, build_queue
+from tests.hosts.builders import LONG, Fleet, Waiting, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
-LONG = 30.0  # longer than any answer may take when it is woken (capped by the server)
-
-
-class Waiting:
-    """A heartbeat long-polling in another thread, as a web worker serves it."""
-
-    def __init__(self, token, name, known):
-        self.answer = None
-        self.thread = threading.Thread(target=self._run, args=(token, name, known), daemon=True)
-        self.thread.start()
-
-    def _run(self, token, name, known):
-        try:
-            self.answer = host_services.heartbeat(token, name, [], wait=LONG, known=known)
-        finally:
-            connection.close()
-
-    def result(self, within: float) -> dict | None:
-        self.thread.join(within)
-        return None if self.thread.is_alive() else self.answer
 
 
 @pytest.fixture
@@ -203,7 +182,7 @@ def test_a_batch_waits_for_a_tick_then_if_it_keeps_the_lock_each_report_commits_
     """A batch ends jobs under the environment's tick lock, so it never holds rows a tick
     waits for; a tick that keeps the lock too long does not hold the reports back."""
     from quotaportal.hosts.services import reports
-    from quotaportal.quotas.locks import ADVISORY_LOCKS
+    from quotaportal.infra.locks import ADVISORY_LOCKS
 
     token, queue, _ = host
     job, placement = _placed(people, host)

@@ -18,7 +18,7 @@ from quotaportal.hosts.models import GpuHost, Placement
 from quotaportal.quotas import services, wakeups
 from quotaportal.quotas.models import Job, JobAttempt, SchedulerRun
 from quotaportal.quotas.services import tick, ticks
-from tests.conftest import add_share, build_queue
+from tests.builders import add_share, build_queue
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -250,7 +250,7 @@ def test_a_start_is_never_dated_before_the_exit_that_freed_its_gpus(one_slot):
 
 
 def test_a_waiting_heartbeat_does_not_repeat_the_work_a_reports_answer_just_gave(one_slot, people):
-    from tests.hosts.test_push import Waiting
+    from tests.hosts.builders import Waiting
 
     token, queue, victim, second, _ = one_slot
     version = host_services.heartbeat(token, "gpu-1", [victim])["version"]

@@ -7,7 +7,7 @@ from django.contrib import admin
 
 from quotaportal.hosts.models import AgentToken, GpuHost, Placement
 from quotaportal.quotas import models, tasks
-from tests.conftest import submit
+from tests.builders import submit
 
 TABLES = [
     models.Team,

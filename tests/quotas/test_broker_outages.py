@@ -17,9 +17,9 @@ import redis
 from django.db import connection
 from django.utils import timezone
 
+from quotaportal.infra.worker_health import KEY
 from quotaportal.quotas.models import Job, SchedulerRun
-from quotaportal.worker_health import KEY
-from tests.conftest import submit
+from tests.builders import submit
 
 OUTAGES = 3
 OUTAGE_SECONDS = 6

@@ -10,9 +10,9 @@ from django.db import IntegrityError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from quotaportal.quotas.bulk import insert_new, update_objects, update_rows
+from quotaportal.infra.bulk import insert_new, update_objects, update_rows
 from quotaportal.quotas.models import CapacityUnit, Event, Job, JobStatus
-from tests.conftest import submit
+from tests.builders import submit
 
 pytestmark = pytest.mark.django_db
 

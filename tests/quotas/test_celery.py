@@ -15,13 +15,13 @@ from celery import Celery
 from django.db import connection
 
 from quotaportal.quotas.models import Job, SchedulerRun
-from tests.conftest import submit
+from tests.builders import submit
 
 
 def stack_module():
     import importlib.util
 
-    from tests.conftest import REPO
+    from tests.builders import REPO
 
     spec = importlib.util.spec_from_file_location("qp_stack", REPO / "scripts" / "stack.py")
     module = importlib.util.module_from_spec(spec)

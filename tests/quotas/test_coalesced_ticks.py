@@ -10,7 +10,7 @@ import redis
 
 from quotaportal.quotas.services import ticks
 from quotaportal.quotas.tasks import tick_queue
-from tests.conftest import submit
+from tests.builders import submit
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -134,7 +134,7 @@ def test_an_immediate_tick_waits_for_a_tick_in_progress_instead_of_skipping(peop
 
     from django.db import connection, transaction
 
-    from quotaportal.quotas.locks import try_lock_environment
+    from quotaportal.infra.locks import try_lock_environment
     from quotaportal.quotas.services import run_tick
 
     job = submit(people.alice, fleet, name="waits-for-the-lock")

@@ -10,7 +10,7 @@ from django.core.management import call_command
 from rest_framework.authtoken.models import Token
 
 from quotaportal.quotas.models import Job
-from tests.conftest import scenario_files, submit
+from tests.builders import scenario_files, submit
 
 
 def run(*args) -> str:

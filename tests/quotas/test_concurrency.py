@@ -17,7 +17,7 @@ from django.db import connection
 from quotaportal.quotas import services
 from quotaportal.quotas.errors import ServiceError
 from quotaportal.quotas.models import DISPATCHED, Event, Job, JobAttempt
-from tests.conftest import add_share, build_queue
+from tests.builders import add_share, build_queue
 
 CAPACITY = 6
 SECONDS = 4.0

@@ -9,7 +9,7 @@ from django.utils import timezone
 from quotaportal.quotas import services
 from quotaportal.quotas.models import Job
 from quotaportal.quotas.services.estimates import refresh_all_estimates, refresh_estimates
-from tests.conftest import submit
+from tests.builders import submit
 
 
 def reload(job):

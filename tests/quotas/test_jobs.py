@@ -10,7 +10,7 @@ from django.db import connection
 from quotaportal.quotas import services
 from quotaportal.quotas.errors import Conflict, Forbidden, InvalidInput
 from quotaportal.quotas.models import Event, Job
-from tests.conftest import submit
+from tests.builders import submit
 
 
 def test_a_member_submits_to_their_team_share(people, fleet):

@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from quotaportal.quotas import services
 from quotaportal.quotas.models import Event, Job
-from tests.conftest import submit
+from tests.builders import submit
 
 
 def tick(fleet, at):

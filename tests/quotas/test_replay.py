@@ -20,7 +20,7 @@ from quotaportal.quotas.workloads import (
 from scheduler import Share, Strategy
 from scheduler.simulate import QueueConfig, QueueWorkload, WorkJob, Workload, simulate
 from scheduler.simulate.workload import load_workload
-from tests.conftest import submit
+from tests.builders import submit
 
 
 def _workload() -> Workload:

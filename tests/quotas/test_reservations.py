@@ -14,7 +14,7 @@ from quotaportal.quotas.errors import Forbidden, InvalidInput
 from quotaportal.quotas.loop import SchedulerLoop
 from quotaportal.quotas.models import DISPATCHED, Event, EventKind, Job, Reservation
 from quotaportal.quotas.services import reservations, tick
-from tests.quotas.test_shared_environment import in_use, put, two_queues
+from tests.quotas.builders import in_use, put, two_queues
 
 pytestmark = pytest.mark.django_db
 

@@ -6,7 +6,7 @@ import pytest
 
 from quotaportal.quotas.scenario_world import DbWorld
 from scheduler.scenarios import PureWorld, load, play
-from tests.conftest import every_scenario_file
+from tests.builders import every_scenario_file
 
 
 @pytest.mark.django_db

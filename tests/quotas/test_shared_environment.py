@@ -10,61 +10,16 @@ from datetime import timedelta
 
 import pytest
 from django.db import connection
-from django.db.models import Sum
 from django.utils import timezone
 
 from quotaportal.hosts import services as host_services
 from quotaportal.hosts.models import Placement
 from quotaportal.quotas import services
 from quotaportal.quotas.errors import ServiceError
-from quotaportal.quotas.models import DISPATCHED, Job, JobQueue, SchedulingPolicy, Team
+from quotaportal.quotas.models import DISPATCHED, Job, JobQueue, SchedulingPolicy
+from tests.quotas.builders import in_use, put, two_queues
 
 pytestmark = pytest.mark.django_db
-
-
-def two_queues(admin, *, capacity: int, backend: str = "SIMULATED"):
-    """Queues hi (priority 10) and lo (priority 1) on one environment, each with one share
-    whose limit is the whole capacity."""
-    services.create_capacity_unit(admin, name="a100")
-    env = services.create_service_environment(
-        admin, name="shared", backend=backend, capacity_limits={"a100": capacity}
-    )
-    policy = services.create_scheduling_policy(admin, name="fifo")
-    queues = {}
-    for name, priority, team in (("hi", 10, "vision"), ("lo", 1, "nlp")):
-        queue = services.create_job_queue(
-            admin, name=name, priority=priority, scheduling_policy=policy, service_environment=env
-        )
-        services.create_share(
-            admin,
-            job_queue=queue,
-            name=f"{name}-share",
-            team=Team.objects.get(name=team),
-            capacity_limits={"a100": capacity},
-            sharing_strategy="LEND_AND_BORROW",
-        )
-        queues[name] = queue
-    return env, queues
-
-
-def put(queue, n: int, quantity: int, prefix: str, **fields):
-    return [
-        services.submit_job(
-            None,
-            job_queue=queue,
-            quota_share=f"{queue.name}-share",
-            capacity_unit="a100",
-            name=f"{prefix}{i}",
-            quantity=quantity,
-            **fields,
-        )
-        for i in range(n)
-    ]
-
-
-def in_use(env) -> int:
-    held = Job.objects.filter(job_queue__service_environment=env, status__in=DISPATCHED)
-    return held.aggregate(n=Sum("quantity"))["n"] or 0
 
 
 def test_two_queues_on_one_environment_never_exceed_its_capacity(people):
@@ -151,7 +106,7 @@ def test_parallel_ticks_of_both_queues_never_overbook(people):
 
 def test_a_job_made_impossible_by_a_lower_borrow_limit_no_longer_blocks_its_share(people, fleet):
     """vision: limit 2, LEND_AND_BORROW, unlimited borrowing, STRICT ordering."""
-    from tests.conftest import submit
+    from tests.builders import submit
 
     for i in range(2):
         submit(people.bob, fleet, share="nlp", name=f"n{i}")
@@ -168,7 +123,7 @@ def test_a_job_made_impossible_by_a_lower_borrow_limit_no_longer_blocks_its_shar
 
 
 def test_jobs_heading_their_share_too_long_are_terminated_by_the_queue_time_limit(people, fleet):
-    from tests.conftest import submit
+    from tests.builders import submit
 
     services.update_job_queue(
         people.admin,
@@ -223,7 +178,7 @@ def test_a_time_limit_acts_only_on_a_head_blocked_for_its_reason(people, fleet):
     """AWS: an action applies to a head blocked for its reason. nlp's head waits because its
     share is at its limit (it may not borrow): a capacity action leaves it alone, a quota
     action of the same length ends it."""
-    from tests.conftest import submit
+    from tests.builders import submit
 
     def limit(reason: str) -> list[dict]:
         return [

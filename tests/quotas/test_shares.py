@@ -8,7 +8,7 @@ from django.db import IntegrityError, transaction
 from quotaportal.quotas import services
 from quotaportal.quotas.errors import Conflict, Forbidden, InvalidInput
 from quotaportal.quotas.models import Event, Job, QuotaShare, Team
-from tests.conftest import submit
+from tests.builders import submit
 
 
 def create(actor, fleet, name="new", **fields):

@@ -8,12 +8,12 @@ import threading
 import pytest
 from django.db import connection, transaction
 
+from quotaportal.infra.locks import ADVISORY_LOCKS
 from quotaportal.quotas import bridge, services
-from quotaportal.quotas.locks import ADVISORY_LOCKS
 from quotaportal.quotas.models import Job, JobQueue, SchedulerRun
 from quotaportal.quotas.selectors import job_positions
 from scheduler import Dispatch, InvariantViolation, Plan, plan_tick
-from tests.conftest import submit
+from tests.builders import submit
 
 
 def test_a_tick_dispatches_and_explains_every_waiting_job(people, fleet):

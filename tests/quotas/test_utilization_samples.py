@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from quotaportal.quotas import services
 from quotaportal.quotas.models import JobQueue, UtilizationSample
-from tests.conftest import submit
+from tests.builders import submit
 
 
 def history(queue) -> list[dict]:

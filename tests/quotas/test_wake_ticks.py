@@ -11,13 +11,13 @@ import redis
 from django.db import connection
 from django.utils import timezone
 
-from quotaportal.quotas.locks import ADVISORY_LOCKS
+from quotaportal.infra.locks import ADVISORY_LOCKS
 from quotaportal.quotas.models import Job
 from quotaportal.quotas.services import estimates, ticks
 from quotaportal.quotas.services.tick import run_tick
 from quotaportal.quotas.simulated import SimulatedBackend
 from quotaportal.quotas.tasks import tick_queue
-from tests.conftest import submit
+from tests.builders import submit
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

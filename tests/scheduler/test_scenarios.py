@@ -10,7 +10,7 @@ import pytest
 
 from scheduler.scenarios import PureWorld, ScenarioError, load, play
 from scheduler.scenarios.format import parse
-from tests.conftest import every_scenario_file, scenario_files
+from tests.builders import every_scenario_file, scenario_files
 
 
 def pure_world(scenario):

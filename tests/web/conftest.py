@@ -9,7 +9,8 @@ import pytest
 from playwright.sync_api import sync_playwright
 
 from quotaportal.quotas.loop import SchedulerLoop
-from tests.conftest import add_share, build_queue
+from tests.builders import add_share, build_queue
+from tests.web.builders import PASSWORD
 
 CHROMIUM = os.environ.get("QP_CHROMIUM", "/usr/bin/chromium")
 ARGS = [
@@ -19,7 +20,6 @@ ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-PASSWORD = "correct horse battery"
 
 
 @pytest.fixture(scope="module")

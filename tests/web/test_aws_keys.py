@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.test import Client
 
+from quotaportal.awsbatch.keys import active_key
 from quotaportal.awsbatch.models import AccessKey
-from quotaportal.awsbatch.services import active_key
 
 
 def test_a_user_creates_a_key_sees_the_secret_once_and_revokes_it(people, client):

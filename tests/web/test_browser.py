@@ -3,37 +3,17 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
 
 from quotaportal.quotas.models import Job, QuotaShare
-from tests.web.conftest import PASSWORD
+from tests.web.builders import PASSWORD, shot, sign_in
 
-SHOTS = Path(
-    os.environ.get("QP_SCREENSHOTS", Path(__file__).resolve().parents[2] / "test-artifacts")
-)
 pytestmark = pytest.mark.django_db(transaction=True)
 # Playwright's sync API keeps an asyncio loop in this thread; the ORM calls the tests make
 # themselves are plain synchronous code, which Django allows once told so.
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-
-
-def sign_in(browser, live_server, username):
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    page = context.new_page()
-    page.goto(f"{live_server.url}/login/")
-    page.get_by_label("Username").fill(username)
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Sign in").click()
-    expect(page.get_by_role("heading", name="Dashboard")).to_be_visible()
-    return page
-
-
-def shot(page, name):
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
 
 
 def test_admin_creates_a_share_in_the_browser(browser, live_server, small_fleet):

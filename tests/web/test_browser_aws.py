@@ -13,8 +13,7 @@ from quotaportal.awsbatch.sync.shapes import share_config
 from quotaportal.quotas import services
 from quotaportal.quotas.models import Team
 from quotaportal.quotas.services.shares import limits_of
-from tests.web.conftest import PASSWORD
-from tests.web.test_browser import shot, sign_in
+from tests.web.builders import PASSWORD, shot, sign_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
 UNIT = "ml.g5.xlarge"

@@ -20,7 +20,7 @@ from quotaportal.quotas.models import (
     ServiceEnvironment,
     Team,
 )
-from tests.web.test_browser import shot, sign_in
+from tests.web.builders import shot, sign_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -8,8 +8,7 @@ from playwright.sync_api import expect
 
 from quotaportal.quotas import services
 from quotaportal.quotas.models import Job
-from tests.web.conftest import PASSWORD
-from tests.web.test_browser import SHOTS, shot, sign_in
+from tests.web.builders import PASSWORD, SHOTS, shot, sign_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

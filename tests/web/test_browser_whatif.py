@@ -11,8 +11,7 @@ from playwright.sync_api import expect
 from quotaportal.quotas import services
 from quotaportal.quotas.models import QuotaShare, WhatIf
 from quotaportal.quotas.services.shares import limits_of
-from tests.web.conftest import PASSWORD
-from tests.web.test_browser import shot, sign_in
+from tests.web.builders import PASSWORD, shot, sign_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from quotaportal.quotas import services
-from tests.conftest import submit
+from tests.builders import submit
 
 
 def version_of(response) -> str:

@@ -20,7 +20,7 @@ from quotaportal.quotas.models import (
     ServiceEnvironment,
     Team,
 )
-from tests.conftest import submit
+from tests.builders import submit
 
 pytestmark = pytest.mark.django_db
 

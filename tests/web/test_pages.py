@@ -9,7 +9,7 @@ from django.test import Client
 
 from quotaportal.quotas import services
 from quotaportal.quotas.models import Job, QuotaShare
-from tests.conftest import submit
+from tests.builders import submit
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
 

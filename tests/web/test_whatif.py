@@ -12,7 +12,7 @@ from quotaportal.quotas import services
 from quotaportal.quotas.models import Event, EventKind, QuotaShare, WhatIf
 from quotaportal.quotas.services import whatif
 from quotaportal.quotas.services.shares import limits_of
-from tests.conftest import submit
+from tests.builders import submit
 
 
 @pytest.fixture(autouse=True)

@@ -1,0 +1,110 @@
+"""Builders the tests share."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from quotaportal.quotas import services
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+CONTRACT_COPY = REPO / "scheduler" / "scenarios" / "contract"
+
+
+def scenarios_dir() -> Path:
+    """shared/scenarios beside the checkout (as laid out for developers and CI), if there."""
+    return Path(os.environ.get("QP_SCENARIOS_DIR", REPO.parent / "shared" / "scenarios"))
+
+
+def scenario_files() -> list[Path]:
+    """The contract's scenarios: the repository's copy (`make sync-scenarios` refreshes it),
+    and every file of shared/scenarios when that folder is beside the checkout, which wins
+    for a name both have (it is the contract itself, and may hold more)."""
+    by_name = {path.name: path for path in CONTRACT_COPY.glob("*.json")}
+    by_name.update({path.name: path for path in scenarios_dir().glob("*.json")})
+    if not by_name:
+        # Never skip: a missing contract must turn the run red, not quietly green.
+        raise RuntimeError(f"no scenario files in {CONTRACT_COPY} or {scenarios_dir()}")
+    return [by_name[name] for name in sorted(by_name)]
+
+
+def own_scenario_files() -> list[Path]:
+    """The project's own scenarios (the AWS walkthrough, reservations), played like the shared
+    ones: they extend the format (reserve steps) where the shared contract has no word."""
+    return sorted((REPO / "scheduler" / "scenarios" / "examples").glob("*.json"))
+
+
+def every_scenario_file() -> list[Path]:
+    return scenario_files() + own_scenario_files()
+
+
+@dataclass
+class Fleet:
+    queue: object
+    env: object
+    vision: object  # LEND_AND_BORROW, limit 2 a100, in-share preemption
+    nlp: object  # LEND, limit 2 a100
+
+
+def build_queue(
+    admin,
+    *,
+    unit: str = "a100",
+    capacity: int = 4,
+    backend: str = "SIMULATED",
+    env_name: str = "sim",
+    **queue_fields,
+):
+    """A capacity unit, a service environment of `capacity` units and job queue "gpu"."""
+
+    services.create_capacity_unit(admin, name=unit)
+    env = services.create_service_environment(
+        admin, name=env_name, backend=backend, capacity_limits={unit: capacity}
+    )
+    policy = services.create_scheduling_policy(admin, name="fifo")
+    queue = services.create_job_queue(
+        admin, name="gpu", scheduling_policy=policy, service_environment=env, **queue_fields
+    )
+    return env, queue
+
+
+def add_share(
+    admin, queue, name: str, team: str, limit: int, strategy: str, *, unit: str = "a100", **fields
+):
+    from quotaportal.quotas.models import Team
+
+    return services.create_share(
+        admin,
+        job_queue=queue,
+        name=name,
+        team=Team.objects.get(name=team),
+        capacity_limits={unit: limit},
+        sharing_strategy=strategy,
+        **fields,
+    )
+
+
+def submit(user, fleet, share="vision", name="job", **fields):
+
+    fields.setdefault("capacity_unit", "a100")
+    return services.submit_job(user, job_queue=fleet.queue, quota_share=share, name=name, **fields)
+
+
+TOKEN = "scrape-secret-123"
+
+
+def samples(text: str) -> dict[tuple[str, tuple], float]:
+    found = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            found[sample.name, tuple(sorted(sample.labels.items()))] = sample.value
+    return found
+
+
+def value(found, name, **labels) -> float | None:
+    return found.get((name, tuple(sorted(labels.items()))))
