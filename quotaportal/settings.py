@@ -60,6 +60,7 @@ INSTALLED_APPS = [
     "quotaportal.awsbatch",
     "quotaportal.api",
     "quotaportal.web",
+    "quotaportal.benchmarks",
 ]
 
 MIDDLEWARE = [

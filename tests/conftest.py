@@ -43,7 +43,7 @@ def _ticks_only_when_asked(settings):
     settings.QP_IMMEDIATE_TICKS = False
     yield
     from quotaportal.quotas import config_cache
-    from quotaportal.quotas.services import ticks
+    from quotaportal.quotas.ticking import requests as ticks
 
     # A test that queued a tick without a worker to take it leaves no claim for the next.
     ticks.gate._local.clear()

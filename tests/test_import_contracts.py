@@ -61,8 +61,28 @@ def test_no_test_module_imports_another_or_a_conftest(repo):
     offenders = []
     for path in (repo / "tests").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("tests."):
+            if (
+                isinstance(node, ast.ImportFrom)
+                and node.module
+                and node.module.startswith("tests.")
+            ):
                 leaf = node.module.rsplit(".", 1)[-1]
                 if leaf.startswith("test_") or leaf == "conftest":
                     offenders.append(f"{path.relative_to(repo)} imports {node.module}")
     assert offenders == []
+
+
+def test_no_module_imports_itself_back_through_others():
+    """No import cycle among quotaportal's modules, wherever the imports sit (grimp sees
+    those inside functions too)."""
+    import grimp
+
+    graph = grimp.build_graph("quotaportal")
+    cycles = [
+        (module, other)
+        for module in graph.modules
+        if "migrations" not in module
+        for other in graph.find_modules_directly_imported_by(module)
+        if other != module and graph.chain_exists(importer=other, imported=module)
+    ]
+    assert cycles == []

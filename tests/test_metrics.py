@@ -13,6 +13,7 @@ from quotaportal.hosts import services as host_services
 from quotaportal.quotas import services
 from quotaportal.quotas.models import DISPATCHED, Job, SchedulerRun
 from quotaportal.quotas.services import reservations
+from quotaportal.quotas.ticking.run import run_tick
 from tests.builders import TOKEN, samples, submit, value
 
 pytestmark = pytest.mark.django_db
@@ -60,11 +61,11 @@ def test_figures_match_the_database_after_a_few_ticks(client, settings, people, 
     )
     for index in range(5):
         submit(people.alice, fleet, "vision", f"v{index}", scheduling_priority=1)
-    services.run_tick(fleet.queue.id)
+    run_tick(fleet.queue.id)
     for index in range(3):
         submit(people.bob, fleet, "nlp", f"n{index}")
-    services.run_tick(fleet.queue.id)
-    services.run_tick(fleet.queue.id)
+    run_tick(fleet.queue.id)
+    run_tick(fleet.queue.id)
     lab = services.create_service_environment(
         people.admin, name="lab", backend="LOCAL", capacity_limits={"a100": 2}
     )

@@ -8,10 +8,10 @@ import string
 from django.utils import timezone
 
 from quotaportal.awsbatch.models import AccessKey
+from quotaportal.quotas.audit import record
 from quotaportal.quotas.errors import Conflict, Forbidden
 from quotaportal.quotas.models import EventKind
 from quotaportal.quotas.permissions import is_platform_admin
-from quotaportal.quotas.services.audit import record
 
 MAX_ACTIVE_KEYS = 2  # AWS allows two per IAM user, so rotation works without a gap
 _ID_ALPHABET = string.ascii_uppercase + "234567"

@@ -16,3 +16,6 @@ class QuotasConfig(AppConfig):
 
         register(Backend.SIMULATED, SimulatedBackend())
         config_cache.connect_signals()
+        # The Celery entry points register themselves as the ticking layer's sender: the one
+        # place below the tasks that loads them (an import contract says so).
+        from quotaportal.quotas import tasks  # noqa: F401

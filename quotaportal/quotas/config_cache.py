@@ -30,6 +30,7 @@ from django.db.models.signals import m2m_changed, post_delete, post_save
 from django.utils import timezone
 
 from quotaportal.infra import redis_client
+from quotaportal.quotas import models
 
 log = logging.getLogger(__name__)
 
@@ -146,8 +147,6 @@ def connect_signals() -> None:
     """Called once, from the app's ready()."""
     from django.contrib.auth import get_user_model
     from rest_framework.authtoken.models import Token
-
-    from quotaportal.quotas import models
 
     # REST tokens and their users are kept too (api.authentication).
     for name, model in [(n, getattr(models, n)) for n in CHECKED_MODELS] + [("Token", Token)]:

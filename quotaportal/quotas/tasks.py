@@ -1,29 +1,42 @@
-"""Celery tasks: thin wrappers that take ids and call the tick service."""
+"""Celery tasks: thin entry points on top of the ticking layer and the services.
+
+Loading this module (quotas.apps does) registers the tasks with the layers below: the ticks
+as the ticking layer's sender, the what-if replays as the what-if service's worker, so
+nothing below imports this module.
+"""
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from celery import shared_task
-from django.conf import settings
-from django.utils import timezone
 
-from quotaportal.quotas.models import SchedulerRun, UtilizationSample
 from quotaportal.quotas.services import estimates, whatif
-from quotaportal.quotas.services.tick import run_tick, tickable_queue_ids
-from quotaportal.quotas.services.ticks import gate
+from quotaportal.quotas.services.history import prune_history
+from quotaportal.quotas.ticking import requests
+from quotaportal.quotas.ticking.run import run_tick, run_tick_waiting, tickable_queue_ids
 
 
 @shared_task(ignore_result=True)
-def tick_queue(queue_id: int, immediate: bool = False, wait: bool = False) -> None:
-    """A tick of the queue's environment: every beat period, at once after a change, or at
-    the instant a reservation starts or ends (`wait`: never skipped for a tick in progress)."""
-    if immediate:
-        # Before reading anything: a change committed from now on must enqueue the next tick.
-        gate.started(queue_id)
-    run = run_tick(queue_id, wait=immediate or wait)
-    if immediate and run is not None:
-        gate.spaced(queue_id, run.duration_ms / 1000)
+def tick_queue(queue_id: int) -> None:
+    """Beat's tick of the queue's environment: skipped while another tick of it runs."""
+    run_tick(queue_id)
+
+
+@shared_task(ignore_result=True)
+def tick_queue_now(queue_id: int) -> None:
+    """A tick asked for by a change: it waits for a tick in progress rather than skipping, and
+    spaces the next one after it (requests.TickGate)."""
+    # Before reading anything: a change committed from now on must enqueue the next tick.
+    requests.gate.started(queue_id)
+    run = run_tick_waiting(queue_id)
+    if run is not None:
+        requests.gate.spaced(queue_id, run.duration_ms / 1000)
+
+
+@shared_task(ignore_result=True)
+def tick_queue_at(queue_id: int) -> None:
+    """A tick at an instant (a reservation starts or ends, a SIMULATED job ends): it waits
+    for a tick in progress rather than skipping, since the instant matters."""
+    run_tick_waiting(queue_id)
 
 
 @shared_task(ignore_result=True)
@@ -32,13 +45,6 @@ def tick_all_queues() -> None:
     for queue_id in tickable_queue_ids():
         tick_queue.delay(queue_id)
     prune_history()
-
-
-def prune_history() -> None:
-    """Scheduler runs and utilization samples are kept for a day."""
-    cutoff = timezone.now() - timedelta(hours=settings.QP_HISTORY_HOURS)
-    SchedulerRun.objects.filter(started_at__lt=cutoff).delete()
-    UtilizationSample.objects.filter(time__lt=cutoff).delete()
 
 
 @shared_task(ignore_result=True)
@@ -51,3 +57,16 @@ def refresh_all_estimates() -> None:
 def run_what_if_task(what_if_id: str) -> None:
     """A what-if's two replays; progress goes to its row as they run."""
     whatif.run_what_if(what_if_id)
+
+
+whatif.use_worker(lambda what_if_id: run_what_if_task.delay(what_if_id))
+requests.use_sender(
+    requests.Sender(
+        now=lambda queue_id: tick_queue_now.delay(queue_id),
+        later=lambda queue_id, countdown: tick_queue_now.apply_async(
+            (queue_id,), countdown=countdown
+        ),
+        at=lambda queue_id, eta: tick_queue_at.apply_async((queue_id,), eta=eta),
+        eager=lambda: tick_queue_now.app.conf.task_always_eager,
+    )
+)

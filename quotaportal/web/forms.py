@@ -8,7 +8,15 @@ from django import forms
 from django.conf import settings
 
 from quotaportal.quotas.errors import ServiceError
-from quotaportal.quotas.models import CapacityUnit, JobQueue, QuotaShare, State, Strategy, Team
+from quotaportal.quotas.models import (
+    CapacityUnit,
+    JobQueue,
+    QuotaShare,
+    State,
+    Strategy,
+    Team,
+    WhatIfSource,
+)
 from quotaportal.quotas.permissions import is_platform_admin, team_ids
 from quotaportal.quotas.services.jobs import MAX_COMMAND_BYTES
 from scheduler.validation import MAX_BORROW_LIMIT
@@ -250,7 +258,6 @@ class WhatIfForm(forms.Form):
 
     def __init__(self, *args, draft: dict, trace: bool, **kwargs):
         super().__init__(*args, **kwargs)
-        from quotaportal.quotas.models import WhatIfSource
 
         self.shares = [s["name"] for s in draft["shares"]]
         self.fields["source"].choices = [

@@ -15,6 +15,7 @@ from django.test import override_settings
 
 from quotaportal.quotas import selectors
 from quotaportal.quotas.models import Job
+from quotaportal.quotas.ticking.run import run_tick
 from scheduler.positions import QueueNumbering
 from tests.builders import submit
 
@@ -144,10 +145,9 @@ def test_a_submit_whose_job_starts_at_once_answers_201(as_user, fleet, settings)
 
 
 def test_positions_of_jobs_that_moved_on_are_none_not_an_error(people, fleet):
-    from quotaportal.quotas import services
 
     jobs = [submit(people.alice, fleet, name=f"j{i}") for i in range(3)]
-    services.run_tick(fleet.queue.id)  # all three start: the objects in hand still say RUNNABLE
+    run_tick(fleet.queue.id)  # all three start: the objects in hand still say RUNNABLE
     assert selectors.job_positions(jobs) == {}
     numbering = QueueNumbering([2, 1])
     assert numbering.position(0, 3) is None
@@ -158,7 +158,7 @@ def test_positions_of_jobs_that_moved_on_are_none_not_an_error(people, fleet):
 @pytest.mark.django_db(transaction=True)
 def test_a_broker_outage_after_commit_still_answers_2xx(as_user, people, fleet, settings, caplog):
     from quotaportal.celery import app
-    from quotaportal.quotas.services import ticks
+    from quotaportal.quotas.ticking import requests as ticks
 
     settings.QP_IMMEDIATE_TICKS = True
     job = submit(people.alice, fleet, name="first")
@@ -218,7 +218,6 @@ def test_healthz_is_unhealthy_when_a_queue_has_not_ticked(client, fleet):
     from django.utils import timezone
 
     from quotaportal.infra.worker_health import record_worker_alive
-    from quotaportal.quotas import services
     from quotaportal.quotas.models import JobQueue
 
     record_worker_alive("test-worker")  # what a running Celery worker does every few seconds
@@ -230,7 +229,7 @@ def test_healthz_is_unhealthy_when_a_queue_has_not_ticked(client, fleet):
     assert stale.status_code == 503
     assert "no scheduler tick" in stale.json()["reason"]
     assert "gpu" in stale.json()["reason"]
-    services.run_tick(fleet.queue.id)
+    run_tick(fleet.queue.id)
     assert client.get("/healthz").status_code == 200
 
 

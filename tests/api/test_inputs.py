@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from quotaportal.quotas.models import QuotaShare
+from quotaportal.quotas.ticking.run import run_tick
 from tests.builders import submit
 
 JOB = {"job_queue": "gpu", "quota_share": "vision", "capacity_unit": "a100", "name": "train"}
@@ -85,10 +86,9 @@ def test_a_share_update_is_checked_the_same_way(as_user, fleet):
 
 
 def test_job_responses_explain_where_the_job_stands(as_user, people, fleet):
-    from quotaportal.quotas import services
 
     jobs = [submit(people.alice, fleet, name=f"v{i}", quantity=2) for i in range(3)]
-    services.run_tick(fleet.queue.id)
+    run_tick(fleet.queue.id)
     body = as_user("alice").get(f"/api/v1/jobs/{jobs[2].pk}/").json()
     assert body["status"] == "RUNNABLE"
     assert (body["pending_reason"], body["position_in_share"], body["preempted_count"]) == (
@@ -105,11 +105,10 @@ def test_job_responses_explain_where_the_job_stands(as_user, people, fleet):
 
 
 def test_queue_snapshot_shows_the_front_and_share_utilization(as_user, people, fleet):
-    from quotaportal.quotas import services
 
     for i in range(3):
         submit(people.alice, fleet, name=f"v{i}", quantity=2)
-    services.run_tick(fleet.queue.id)
+    run_tick(fleet.queue.id)
     snap = as_user("bob").get("/api/v1/job-queues/gpu/snapshot/").json()
     assert snap["capacity"] == {"a100": 4}
     assert [j["name"] for j in snap["front_of_queue"]] == ["v2"]

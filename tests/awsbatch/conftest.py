@@ -7,6 +7,7 @@ import pytest
 from quotaportal.awsbatch import keys as key_services
 from quotaportal.quotas import services
 from quotaportal.quotas.models import JobQueue
+from quotaportal.quotas.ticking.run import run_tick
 from tests.awsbatch.builders import batch_client
 
 
@@ -38,7 +39,7 @@ class Aws:
 
     @staticmethod
     def tick(queue_name: str, now=None) -> None:
-        services.run_tick(JobQueue.objects.get(name=queue_name).pk, now=now)
+        run_tick(JobQueue.objects.get(name=queue_name).pk, now=now)
 
 
 @pytest.fixture

@@ -18,6 +18,7 @@ from quotaportal.awsbatch.sync.shapes import (
 )
 from quotaportal.quotas import bridge, services
 from quotaportal.quotas.models import CapacityUnit, SchedulerRun
+from quotaportal.quotas.ticking.run import run_tick
 from tests.builders import add_share
 
 UNIT = "ml.g5.xlarge"
@@ -139,7 +140,7 @@ class Aws:
         )
 
     def tick(self, now=None) -> SchedulerRun:
-        return services.run_tick(self.queue.pk, now=now)
+        return run_tick(self.queue.pk, now=now)
 
 
 def share_detail(arn, *, limit, strategy, name="qs1") -> dict:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib.util
 
 from quotaportal.quotas.models import Event, Job, JobQueue
-from quotaportal.quotas.services import run_tick
+from quotaportal.quotas.ticking.run import run_tick
 from tests.builders import REPO
 
 

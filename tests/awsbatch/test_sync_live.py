@@ -19,6 +19,7 @@ from quotaportal.awsbatch.sync.shapes import submit_request
 from quotaportal.quotas import services
 from quotaportal.quotas.models import Event, EventKind, Job, JobQueue, JobStatus, QuotaShare
 from quotaportal.quotas.services.shares import limits_of
+from quotaportal.quotas.ticking.run import run_tick
 from tests.awsbatch.builders import add_share, payload, setup_queue
 
 pytestmark = pytest.mark.slow
@@ -130,7 +131,7 @@ def states(queue: JobQueue) -> dict[str, tuple[str, int]]:
 def tick_until(queue: JobQueue, wanted: dict, timeout: float = 40.0) -> None:
     deadline = time.monotonic() + timeout
     while True:
-        services.run_tick(queue.pk)
+        run_tick(queue.pk)
         got = {name: states(queue).get(name) for name in wanted}
         if got == wanted:
             return
@@ -193,7 +194,7 @@ def test_aws_walkthrough_on_aws_batch_reaches_the_simulated_outcomes(rest, aws_c
     assert high.attempts.count() >= 1
 
     # Positions from GetJobQueueSnapshot; the pending reason is the portal's prediction.
-    services.run_tick(on_aws.pk)
+    run_tick(on_aws.pk)
     waiting = RemoteJob.objects.filter(job__job_queue=on_aws, job__status="RUNNABLE")
     assert sorted(r.queue_position for r in waiting) == [1, 2]
     assert any(r.share_head for r in waiting)
@@ -214,7 +215,7 @@ def test_aws_walkthrough_on_aws_batch_reaches_the_simulated_outcomes(rest, aws_c
             f"/api/v1/jobs/{high.pk}/terminate/", {"reason": "not needed"}, format="json"
         )
     )
-    services.run_tick(on_aws.pk)
+    run_tick(on_aws.pk)
     described = aws.describe_service_job(jobId=high.remote.aws_job_id)
     assert described["status"] == "FAILED"
 
@@ -226,14 +227,14 @@ def test_a_share_changed_in_aws_is_drift_until_an_admin_decides(rest, aws_creden
         "drift-queue",
         aws_env("drift-env", aws_credentials),
     )
-    services.run_tick(queue.pk)  # mirrors the queue and its shares into AWS
+    run_tick(queue.pk)  # mirrors the queue and its shares into AWS
     aws = aws_credentials.client()
     share_arn = MirroredResource.objects.get(name="drift-queue/QS2").arn
     aws.update_quota_share(
         quotaShareArn=share_arn, capacityLimits=[{"capacityUnit": UNIT, "maxCapacity": 2}]
     )
     MirroredResource.objects.filter(name="drift-queue").update(checked_at=None)  # look now
-    services.run_tick(queue.pk)
+    run_tick(queue.pk)
     row = MirroredResource.objects.get(name="drift-queue/QS2")
     assert row.aws["capacity_limits"] == {UNIT: 2}
     assert Event.objects.filter(kind=EventKind.AWS_DRIFT).exists()
@@ -279,7 +280,7 @@ def test_aws_import_adopts_an_existing_queue_without_recreating_it(db, aws_crede
     call_command("aws_sync_check", queue.service_environment.name, stdout=check)
     assert "nothing to push" in check.getvalue()
 
-    services.run_tick(queue.pk)
+    run_tick(queue.pk)
     assert not Event.objects.filter(kind=EventKind.AWS_PUSHED).exists()
     assert len(aws.list_quota_shares(jobQueue="imported")["quotaShares"]) == 2
 
@@ -291,13 +292,13 @@ def test_a_push_repeated_after_a_crash_makes_no_second_job(rest, aws_credentials
     admin, scientist = rest
     env = aws_env("crash-env", aws_credentials)
     queue = build_walkthrough_queue(admin, "crash-queue", env)
-    services.run_tick(queue.pk)  # the queue and shares exist in AWS
+    run_tick(queue.pk)  # the queue and shares exist in AWS
     job = Job.objects.get(pk=submit(scientist, "crash-queue", "once", "QS3", 2))
     aws = aws_credentials.client()
     first = aws.submit_service_job(**submit_request(job, 2))  # the push that was lost
     ok(scientist.patch(f"/api/v1/jobs/{job.pk}/", {"scheduling_priority": 5}, format="json"))
 
-    services.run_tick(queue.pk)
+    run_tick(queue.pk)
     job.refresh_from_db()
     assert job.remote.aws_job_id == first["jobId"]
     # Every status: the stand-in moves its job on by itself (RUNNABLE, SCHEDULED, RUNNING,

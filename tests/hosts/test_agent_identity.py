@@ -12,8 +12,9 @@ from rest_framework.test import APIClient
 
 from quotaportal.hosts import services as host_services
 from quotaportal.hosts.models import AgentToken, GpuHost, Placement
-from quotaportal.quotas import services, wakeups
+from quotaportal.infra import wakeups
 from quotaportal.quotas.models import Job
+from quotaportal.quotas.ticking.run import run_tick
 from tests.builders import add_share, build_queue, submit
 
 pytestmark = pytest.mark.django_db
@@ -57,7 +58,7 @@ def api():
 
 def dispatch(people, agents, name="job", **fields):
     job = submit(people.alice, agents, share="vision", name=name, **fields)
-    services.run_tick(agents.queue.id)
+    run_tick(agents.queue.id)
     return Job.objects.get(pk=job.pk)
 
 
@@ -185,7 +186,7 @@ def test_a_retry_is_held_back_while_its_preempted_attempt_still_runs_elsewhere(
     end_attempt(job, succeeded=False, status_reason="Exited with code 1")
     host_services.set_host_state(people.admin, GpuHost.objects.get(name="gpu-1"), "DRAINING")
     agents.register(tokens["gpu-2"], "gpu-2", gpus=1)
-    services.run_tick(agents.queue.id)
+    run_tick(agents.queue.id)
     retry = Placement.objects.filter(attempt__job=job, attempt__number=2).get()
     assert retry.host.name == "gpu-2"
 
@@ -233,7 +234,7 @@ def test_a_rank_ended_before_its_agent_started_it_is_closed_by_the_agents_word(p
     end_attempt(job, succeeded=False, status_reason="Exited with code 1")
     host_services.set_host_state(people.admin, GpuHost.objects.get(name="gpu-1"), "DRAINING")
     agents.register(tokens["gpu-2"], "gpu-2", gpus=1)
-    services.run_tick(agents.queue.id)
+    run_tick(agents.queue.id)
     retry = Placement.objects.get(attempt__job=job, attempt__number=2)
 
     def beat(host, running):

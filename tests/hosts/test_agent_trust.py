@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from quotaportal.hosts.models import GpuHost, Placement
-from quotaportal.quotas import services
 from quotaportal.quotas.models import Job
+from quotaportal.quotas.ticking.run import run_tick
 from tests.hosts.builders import Fleet, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -44,7 +44,7 @@ class ManualFleet(Fleet):
         return self.shared / name
 
     def tick(self) -> None:
-        services.run_tick(self.queue.id)
+        run_tick(self.queue.id)
 
     def run_until(self, job, status: str, timeout: float = 30.0) -> None:
         def reached():

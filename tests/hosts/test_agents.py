@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from quotaportal.hosts.models import GpuHost, Placement
-from quotaportal.quotas.loop import SchedulerLoop
 from quotaportal.quotas.models import Job
+from quotaportal.quotas.ticking.loop import SchedulerLoop
 from tests.hosts.builders import Fleet, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -23,6 +23,7 @@ from quotaportal.hosts.agent.agent import Agent
 from quotaportal.hosts.models import Placement
 from quotaportal.quotas import services
 from quotaportal.quotas.models import Job
+from quotaportal.quotas.ticking.run import run_tick
 from tests.builders import add_share, build_queue
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -42,7 +43,7 @@ def preempted_rank(people, settings):
     job = services.submit_job(
         people.admin, job_queue=queue, quota_share="a", capacity_unit="gpu1", name="victim"
     )
-    services.run_tick(queue.pk)
+    run_tick(queue.pk)
     placement = Placement.objects.get(attempt__job=job)
     host_services.report_many(token, "gpu-1", [{"placement": placement.pk, "event": "started"}])
     services.terminate_job(people.admin, Job.objects.get(pk=job.pk), "not needed")

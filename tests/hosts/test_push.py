@@ -10,8 +10,10 @@ import redis
 from django.db import connection
 
 from quotaportal.hosts import services as host_services
-from quotaportal.quotas import services, wakeups
+from quotaportal.infra import wakeups
+from quotaportal.quotas import services
 from quotaportal.quotas.models import Job
+from quotaportal.quotas.ticking.run import run_tick
 from tests.builders import add_share, build_queue
 from tests.hosts.builders import LONG, Fleet, Waiting, wait_until
 
@@ -40,7 +42,7 @@ def test_a_waiting_heartbeat_answers_when_a_tick_places_work_on_its_host(people,
     waiting = Waiting(token, "gpu-1", version)
     assert waiting.result(within=0.3) is None, "nothing changed: it waits"
     job = submit(people, queue)
-    services.run_tick(queue.pk)
+    run_tick(queue.pk)
     answer = waiting.result(within=10)
     assert answer is not None, "woken by the tick, well before its 20 s wait ran out"
     assert [p["job_id"] for p in answer["placements"]] == [str(job.pk)]
@@ -50,7 +52,7 @@ def test_a_waiting_heartbeat_answers_when_a_tick_places_work_on_its_host(people,
 def test_a_terminated_job_wakes_its_host_to_stop_it(people, host):
     token, queue, _ = host
     job = submit(people, queue)
-    services.run_tick(queue.pk)
+    run_tick(queue.pk)
     version = host_services.heartbeat(token, "gpu-1", [])["version"]
     waiting = Waiting(token, "gpu-1", version)
     services.terminate_job(people.admin, Job.objects.get(pk=job.pk), "not needed")
@@ -75,7 +77,7 @@ def test_an_announcement_from_another_process_arrives_over_redis(people, host, s
     job = submit(people, queue)
     # The Celery worker's tick, in another process: commit, then only Redis says so.
     with wakeups_silenced():
-        services.run_tick(queue.pk)
+        run_tick(queue.pk)
     env_id = queue.service_environment_id
     redis.Redis.from_url(settings.REDIS_URL).publish(wakeups.CHANNEL, str(env_id))
     answer = waiting.result(within=10)
@@ -87,11 +89,11 @@ class wakeups_silenced:  # noqa: N801 - reads as a statement
     """This process does not hear its own announcements, as another process would not."""
 
     def __enter__(self):
-        self.original = wakeups._publish
-        wakeups._publish = lambda env_id: None
+        self.original = wakeups.publish
+        wakeups.publish = lambda env_id: None
 
     def __exit__(self, *exc):
-        wakeups._publish = self.original
+        wakeups.publish = self.original
 
 
 def test_an_agent_starts_new_work_at_once_not_at_its_next_heartbeat(
@@ -103,7 +105,7 @@ def test_an_agent_starts_new_work_at_once_not_at_its_next_heartbeat(
     try:
         time.sleep(1.5)  # its first heartbeat answered at once; the next one is waiting now
         job = fleet.submit(command="sleep 30")
-        services.run_tick(fleet.queue.pk)
+        run_tick(fleet.queue.pk)
         wait_until(
             lambda: fleet.status(job) == "RUNNING", timeout=5, what="the job to start at once"
         )
@@ -114,7 +116,7 @@ def test_an_agent_starts_new_work_at_once_not_at_its_next_heartbeat(
 def _placed(people, host, name="job"):
     token, queue, _ = host
     job = submit(people, queue, name)
-    services.run_tick(queue.pk)
+    run_tick(queue.pk)
     placement = host_services.heartbeat(token, "gpu-1", [])["placements"][-1]["placement"]
     return job, placement
 
@@ -143,7 +145,7 @@ def test_a_rank_that_fails_wakes_the_hosts_of_the_ranks_still_running(people, se
         )
         host_services.register_host(tokens[name], name=name, capacity_unit="gpu1", gpus=gpus)
     job = submit(people, queue, "wide", quantity=3)
-    services.run_tick(queue.pk)
+    run_tick(queue.pk)
     ranks = {
         name: host_services.heartbeat(token, name, [])["placements"][0]["placement"]
         for name, token in tokens.items()

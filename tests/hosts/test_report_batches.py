@@ -15,9 +15,12 @@ from quotaportal.hosts import services as host_services
 from quotaportal.hosts.agent.agent import Agent
 from quotaportal.hosts.agent.reporter import MAX_AGE, aged
 from quotaportal.hosts.models import GpuHost, Placement
-from quotaportal.quotas import services, wakeups
+from quotaportal.infra import wakeups
+from quotaportal.quotas import services
 from quotaportal.quotas.models import Job, JobAttempt, SchedulerRun
-from quotaportal.quotas.services import tick, ticks
+from quotaportal.quotas.ticking import requests as ticks
+from quotaportal.quotas.ticking import run as tick
+from quotaportal.quotas.ticking.run import run_tick
 from tests.builders import add_share, build_queue
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -31,7 +34,7 @@ def one_slot(people, settings, monkeypatch):
     settings.QP_IMMEDIATE_TICKS = True
     enqueued = []
     monkeypatch.setattr(ticks, "enqueue_tick", enqueued.append)
-    monkeypatch.setattr(ticks, "_slow_inline", {})
+    monkeypatch.setattr(tick, "_slow_inline", {})
     env, queue = build_queue(people.admin, unit="gpu1", capacity=1, backend="LOCAL")
     add_share(people.admin, queue, "a", "vision", 1, "LEND", unit="gpu1")
     token = host_services.token_for(host_services.create_agent_token(people.admin, env, "gpu-1"))
@@ -42,7 +45,7 @@ def one_slot(people, settings, monkeypatch):
         )
         for name in ("first", "second")
     )
-    services.run_tick(queue.pk)
+    run_tick(queue.pk)
     running = host_services.heartbeat(token, "gpu-1", [])["placements"]
     assert [p["job_id"] for p in running] == [str(first.pk)]
     enqueued.clear()
@@ -82,7 +85,7 @@ def test_an_inline_tick_that_fails_keeps_the_reports_and_enqueues_the_tick(one_s
     def broken(*args, **kwargs):
         raise RuntimeError("planner bug")
 
-    monkeypatch.setattr(tick, "run_environment_tick", broken)
+    monkeypatch.setattr(tick, "_tick_queue", broken)
     batch = host_services.report_many(token, "gpu-1", exit_of(placement))
     assert batch.errors == [None, None]
     assert batch.work is None
@@ -93,7 +96,7 @@ def test_an_inline_tick_that_fails_keeps_the_reports_and_enqueues_the_tick(one_s
 
 def test_a_slow_inline_tick_sends_the_next_ones_to_the_workers(one_slot, people, monkeypatch):
     token, queue, placement, second, enqueued = one_slot
-    monkeypatch.setattr(ticks, "INLINE_TICK_BUDGET_SECONDS", 0.0)  # every tick is too slow
+    monkeypatch.setattr(tick, "INLINE_TICK_BUDGET_SECONDS", 0.0)  # every tick is too slow
     runs = SchedulerRun.objects.count()
     assert host_services.report_many(token, "gpu-1", exit_of(placement)).work is not None
     assert SchedulerRun.objects.count() == runs + 1
@@ -354,7 +357,7 @@ def two_hosts(people, settings, monkeypatch):
     settings.QP_HOST_TIMEOUT = 60
     settings.QP_IMMEDIATE_TICKS = True
     monkeypatch.setattr(ticks, "enqueue_tick", lambda queue_id: None)
-    monkeypatch.setattr(ticks, "_slow_inline", {})
+    monkeypatch.setattr(tick, "_slow_inline", {})
     env, queue = build_queue(people.admin, unit="gpu1", capacity=2, backend="LOCAL")
     add_share(people.admin, queue, "a", "vision", 2, "LEND", unit="gpu1")
     tokens = {}
@@ -376,7 +379,7 @@ def two_hosts(people, settings, monkeypatch):
         )
 
     submit("first", 1)
-    services.run_tick(queue.pk)
+    run_tick(queue.pk)
     (running,) = host_services.heartbeat(tokens["gpu-1"], "gpu-1", [])["placements"]
     wide = submit("wide", 2)
     host_services.set_host_state(people.admin, GpuHost.objects.get(name="gpu-2"), "READY")
@@ -433,5 +436,5 @@ def test_a_batchs_tick_leaves_time_driven_state_to_the_workers_ticks(one_slot, p
     GpuHost.objects.filter(name="gpu-2").update(last_heartbeat=long_ago)
     host_services.report_many(token, "gpu-1", exit_of(placement))
     assert GpuHost.objects.get(name="gpu-2").state == "READY"
-    services.run_tick(queue.pk)
+    run_tick(queue.pk)
     assert GpuHost.objects.get(name="gpu-2").state == "LOST"

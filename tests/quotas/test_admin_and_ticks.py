@@ -51,9 +51,7 @@ def test_a_submit_enqueues_a_tick_only_after_commit(
 ):
     settings.QP_IMMEDIATE_TICKS = True
     sent = []
-    monkeypatch.setattr(
-        tasks.tick_queue, "delay", lambda queue_id, immediate: sent.append(queue_id)
-    )
+    monkeypatch.setattr(tasks.tick_queue_now, "delay", lambda queue_id: sent.append(queue_id))
     version = models.JobQueue.objects.get(pk=fleet.queue.pk).state_version
     with django_capture_on_commit_callbacks(execute=True) as callbacks:
         submit(people.alice, fleet)

@@ -109,7 +109,7 @@ def test_a_simulated_job_starts_and_ends_at_its_instants_not_at_the_next_beat(
     settings = {"QP_TICK_SECONDS": "60", "QP_IMMEDIATE_TICKS": "1"}
     with worker_with_beat(repo, tmp_path, broker, **settings) as (worker, _):
         Celery(broker=broker, set_as_current=False).send_task(
-            "quotaportal.quotas.tasks.tick_queue", args=[fleet.queue.pk], kwargs={"immediate": True}
+            "quotaportal.quotas.tasks.tick_queue_now", args=[fleet.queue.pk]
         )
         wait_for(worker, lambda: Job.objects.get(pk=job.pk).status == "SUCCEEDED", 40)
     job.refresh_from_db()

@@ -8,8 +8,8 @@ import os
 import pytest
 import redis
 
-from quotaportal.quotas.services import ticks
-from quotaportal.quotas.tasks import tick_queue
+from quotaportal.quotas.tasks import tick_queue_now
+from quotaportal.quotas.ticking import requests as ticks
 from tests.builders import submit
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -33,7 +33,7 @@ def enqueued(settings, monkeypatch):
     """The ticks sent to the broker, without a worker to run them."""
     settings.QP_IMMEDIATE_TICKS = True
     sent = []
-    monkeypatch.setattr(tick_queue, "delay", lambda queue_id, immediate: sent.append(queue_id))
+    monkeypatch.setattr(tick_queue_now, "delay", lambda queue_id: sent.append(queue_id))
     return sent
 
 
@@ -54,9 +54,7 @@ def sent_later(settings, monkeypatch):
     """Ticks sent with a countdown: (queue id, seconds)."""
     sent = []
     monkeypatch.setattr(
-        tick_queue,
-        "apply_async",
-        lambda args, kwargs, countdown: sent.append((args[0], countdown)),
+        tick_queue_now, "apply_async", lambda args, countdown: sent.append((args[0], countdown))
     )
     return sent
 
@@ -109,7 +107,7 @@ def test_a_change_while_a_tick_runs_waits_out_that_tick_and_the_spacing_after_it
 def test_an_immediate_tick_task_asks_for_the_spacing_after_it(people, fleet, settings):
     settings.REDIS_URL = ""
     submit(people.alice, fleet, name="planned")
-    tick_queue.apply(args=(fleet.queue.pk,), kwargs={"immediate": True})
+    tick_queue_now.apply(args=(fleet.queue.pk,))
     assert ticks.gate.claim(fleet.queue.pk) > 0, "the next tick waits a little"
     ticks.gate.release(fleet.queue.pk)
 
@@ -118,10 +116,10 @@ def test_a_broker_outage_leaves_no_claim_behind(people, fleet, settings, monkeyp
     settings.QP_IMMEDIATE_TICKS = True
     settings.REDIS_URL = ""
 
-    def broken(queue_id, immediate):
+    def broken(queue_id):
         raise ConnectionError("broker down")
 
-    monkeypatch.setattr(tick_queue, "delay", broken)
+    monkeypatch.setattr(tick_queue_now, "delay", broken)
     submit(people.alice, fleet, name="during-outage")
     assert ticks.gate.claim(fleet.queue.pk) is not None, "the failed enqueue released its claim"
     ticks.gate.release(fleet.queue.pk)
@@ -135,7 +133,7 @@ def test_an_immediate_tick_waits_for_a_tick_in_progress_instead_of_skipping(peop
     from django.db import connection, transaction
 
     from quotaportal.infra.locks import try_lock_environment
-    from quotaportal.quotas.services import run_tick
+    from quotaportal.quotas.ticking.run import run_tick, run_tick_waiting
 
     job = submit(people.alice, fleet, name="waits-for-the-lock")
     holding, release = threading.Event(), threading.Event()
@@ -152,7 +150,7 @@ def test_an_immediate_tick_waits_for_a_tick_in_progress_instead_of_skipping(peop
     holding.wait(5)
     assert run_tick(fleet.queue.pk).skipped, "a beat tick skips while the lock is held"
     threading.Timer(0.3, release.set).start()
-    waited = run_tick(fleet.queue.pk, wait=True)
+    waited = run_tick_waiting(fleet.queue.pk)
     holder.join(5)
     assert not waited.skipped
     job.refresh_from_db()

@@ -17,6 +17,7 @@ from django.db import connection
 from quotaportal.quotas import services
 from quotaportal.quotas.errors import ServiceError
 from quotaportal.quotas.models import DISPATCHED, Event, Job, JobAttempt
+from quotaportal.quotas.ticking.run import run_tick
 from tests.builders import add_share, build_queue
 
 CAPACITY = 6
@@ -59,7 +60,7 @@ def test_parallel_ticks_submits_and_changes_never_overbook_or_lose_a_job(people,
     users = {"vision": people.alice, "nlp": people.bob}
 
     def tick(rng):
-        services.run_tick(queue.id)
+        run_tick(queue.id)
 
     def submit(rng):
         share = rng.choice(["vision", "nlp"])

@@ -9,6 +9,7 @@ from django.utils import timezone
 from quotaportal.quotas import services
 from quotaportal.quotas.models import Job
 from quotaportal.quotas.services.estimates import refresh_all_estimates, refresh_estimates
+from quotaportal.quotas.ticking.run import run_tick
 from tests.builders import submit
 
 
@@ -21,12 +22,12 @@ def test_waiting_jobs_are_estimated_to_start_when_the_jobs_ahead_end(people, fle
     # nlp (LEND, limit 2 of 4) fills its limit with 60 s and 100 s jobs; two more wait.
     first = submit(people.bob, fleet, share="nlp", name="a", simulated_duration_seconds=60)
     second = submit(people.bob, fleet, share="nlp", name="b", simulated_duration_seconds=100)
-    services.run_tick(fleet.queue.id, now=t0)
-    services.run_tick(fleet.queue.id, now=t0 + timedelta(seconds=1))  # both RUNNING from t0+1
+    run_tick(fleet.queue.id, now=t0)
+    run_tick(fleet.queue.id, now=t0 + timedelta(seconds=1))  # both RUNNING from t0+1
     assert {reload(first).status, reload(second).status} == {"RUNNING"}
     third = submit(people.bob, fleet, share="nlp", name="c", simulated_duration_seconds=30)
     fourth = submit(people.bob, fleet, share="nlp", name="d", simulated_duration_seconds=30)
-    services.run_tick(fleet.queue.id, now=t0 + timedelta(seconds=2))
+    run_tick(fleet.queue.id, now=t0 + timedelta(seconds=2))
     assert reload(third).pending_reason == "SHARE_AT_LIMIT"
 
     now = t0 + timedelta(seconds=11)  # a has 50 s left, b 90 s
@@ -38,13 +39,13 @@ def test_waiting_jobs_are_estimated_to_start_when_the_jobs_ahead_end(people, fle
 def test_durations_come_from_the_shares_recent_jobs_when_the_job_does_not_say(people, fleet):
     t0 = timezone.now().replace(microsecond=0)
     done = submit(people.bob, fleet, share="nlp", name="done")
-    services.run_tick(fleet.queue.id, now=t0)
+    run_tick(fleet.queue.id, now=t0)
     services.mark_started(done, now=t0)
     services.end_attempt(
         done, succeeded=True, status_reason="done", exit_code=0, now=t0 + timedelta(seconds=40)
     )
     running = [submit(people.bob, fleet, share="nlp", name=f"r{i}") for i in range(2)]
-    services.run_tick(fleet.queue.id, now=t0 + timedelta(seconds=50))
+    run_tick(fleet.queue.id, now=t0 + timedelta(seconds=50))
     for job in running:
         services.mark_started(job, now=t0 + timedelta(seconds=50))
     waiting = submit(people.bob, fleet, share="nlp", name="waiting")
@@ -57,7 +58,7 @@ def test_the_estimate_is_shown_on_the_job_page_in_the_list_and_in_the_api(people
     t0 = timezone.now().replace(microsecond=0)
     for name in ("a", "b"):
         submit(people.bob, fleet, share="nlp", name=name, simulated_duration_seconds=600)
-    services.run_tick(fleet.queue.id, now=t0)
+    run_tick(fleet.queue.id, now=t0)
     waiting = submit(people.bob, fleet, share="nlp", name="w", simulated_duration_seconds=5)
     assert refresh_all_estimates(now=t0 + timedelta(seconds=1)) == 1
     expected = reload(waiting).estimated_start_at
@@ -76,6 +77,6 @@ def test_the_estimate_is_shown_on_the_job_page_in_the_list_and_in_the_api(people
 def test_a_started_job_shows_no_estimate(people, fleet, client):
     job = submit(people.bob, fleet, share="nlp", name="a")
     Job.objects.filter(pk=job.pk).update(estimated_start_at=timezone.now())
-    services.run_tick(fleet.queue.id)
+    run_tick(fleet.queue.id)
     client.force_login(people.bob)
     assert client.get(f"/api/v1/jobs/{job.pk}/").json()["estimated_start_at"] is None

@@ -10,6 +10,7 @@ from django.db import connection
 from quotaportal.quotas import services
 from quotaportal.quotas.errors import Conflict, Forbidden, InvalidInput
 from quotaportal.quotas.models import Event, Job
+from quotaportal.quotas.ticking.run import run_tick
 from tests.builders import submit
 
 
@@ -109,7 +110,7 @@ def test_only_the_owning_team_or_an_admin_changes_a_job(people, fleet):
 
 def test_terminating_ends_the_job_failed_with_the_reason(people, fleet):
     job = submit(people.alice, fleet)
-    services.run_tick(fleet.queue.id)
+    run_tick(fleet.queue.id)
     job = services.terminate_job(people.alice, job, "wrong data")
     assert (job.status, job.status_reason, job.is_terminated) == ("FAILED", "wrong data", True)
     assert job.attempts.get().status_reason == "wrong data"

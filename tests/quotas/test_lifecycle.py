@@ -8,11 +8,12 @@ from django.utils import timezone
 
 from quotaportal.quotas import services
 from quotaportal.quotas.models import Event, Job
+from quotaportal.quotas.ticking.run import run_tick
 from tests.builders import submit
 
 
 def tick(fleet, at):
-    return services.run_tick(fleet.queue.id, now=at)
+    return run_tick(fleet.queue.id, now=at)
 
 
 def reload(job):

@@ -11,6 +11,7 @@ from rest_framework.test import APIClient
 
 from quotaportal.quotas import services
 from quotaportal.quotas.models import Event, EventKind, JobQueue
+from quotaportal.quotas.ticking.run import run_tick
 from tests.builders import add_share, build_queue
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -21,7 +22,7 @@ def tick_until(stop: threading.Event, queue_id: int, errors: list) -> None:
         while not stop.is_set():
             if not JobQueue.objects.filter(pk=queue_id).exists():
                 return
-            services.run_tick(queue_id)
+            run_tick(queue_id)
     except Exception as err:  # a tick of a queue deleted under it may fail; record it
         errors.append(err)
     finally:

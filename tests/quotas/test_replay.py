@@ -10,13 +10,9 @@ from django.core.management import CommandError, call_command
 
 from quotaportal.quotas import services
 from quotaportal.quotas.models import Job
-from quotaportal.quotas.workloads import (
-    VirtualClock,
-    parse_duration,
-    queue_history,
-    replay,
-    setup_queues,
-)
+from quotaportal.quotas.replays.history import parse_duration, queue_history
+from quotaportal.quotas.replays.stack import VirtualClock, replay, setup_queues
+from quotaportal.quotas.ticking.run import run_tick
 from scheduler import Share, Strategy
 from scheduler.simulate import QueueConfig, QueueWorkload, WorkJob, Workload, simulate
 from scheduler.simulate.workload import load_workload
@@ -78,14 +74,14 @@ def test_a_queues_history_exports_as_a_workload_the_simulator_reads(people, flee
 
     t0 = timezone.now() - timedelta(hours=1)
     done = submit(people.alice, fleet, name="done", now=t0)
-    services.run_tick(fleet.queue.id, now=t0)
+    run_tick(fleet.queue.id, now=t0)
     services.mark_started(done, now=t0 + timedelta(seconds=5))
     services.end_attempt(
         done, succeeded=True, status_reason="ok", exit_code=0, now=t0 + timedelta(seconds=65)
     )
     bumped = submit(people.alice, fleet, name="bumped", now=t0 + timedelta(seconds=10))
     services.set_priority(people.alice, bumped, 7)
-    services.run_tick(fleet.queue.id, now=t0 + timedelta(seconds=30))
+    run_tick(fleet.queue.id, now=t0 + timedelta(seconds=30))
     services.mark_started(bumped, now=t0 + timedelta(seconds=31))  # still running
     submit(people.alice, fleet, name="never", now=t0 + timedelta(seconds=40))  # never ran
 

@@ -9,11 +9,14 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
-from quotaportal.quotas import bridge, services, tasks
+from quotaportal.quotas import bridge, tasks
 from quotaportal.quotas.errors import Forbidden, InvalidInput
-from quotaportal.quotas.loop import SchedulerLoop
 from quotaportal.quotas.models import DISPATCHED, Event, EventKind, Job, Reservation
-from quotaportal.quotas.services import reservations, tick
+from quotaportal.quotas.services import reservations
+from quotaportal.quotas.ticking import changes
+from quotaportal.quotas.ticking import run as tick
+from quotaportal.quotas.ticking.loop import SchedulerLoop
+from quotaportal.quotas.ticking.run import run_tick
 from tests.quotas.builders import in_use, put, two_queues
 
 pytestmark = pytest.mark.django_db
@@ -43,9 +46,9 @@ def test_capacity_follows_the_window_and_jobs_may_wait_for_it(people):
     assert bridge.capacity_now(env, now + timedelta(minutes=2)) == {"a100": 2}
     # A job of 3 fits only while the reservation is active: it is accepted and waits for it.
     (job,) = put(queues["hi"], 1, 3, "big")
-    services.run_tick(queues["hi"].id, now=now)
+    run_tick(queues["hi"].id, now=now)
     assert Job.objects.get(pk=job.pk).status == "RUNNABLE"
-    services.run_tick(queues["hi"].id, now=now + timedelta(seconds=61))
+    run_tick(queues["hi"].id, now=now + timedelta(seconds=61))
     assert Job.objects.get(pk=job.pk).status == "SCHEDULED"
     # One larger than anything the environment will ever have is refused at once.
     with pytest.raises(InvalidInput):
@@ -58,9 +61,9 @@ def test_when_it_ends_the_tick_preempts_to_fit_once_and_says_why(people):
     end = start + timedelta(minutes=5)
     reserve(people.admin, env, start, end)
     jobs = put(queues["hi"], 4, 1, "hi", simulated_duration_seconds=3600)
-    services.run_tick(queues["hi"].id, now=start + timedelta(seconds=1))
+    run_tick(queues["hi"].id, now=start + timedelta(seconds=1))
     assert in_use(env) == 4
-    services.run_tick(queues["hi"].id, now=end)
+    run_tick(queues["hi"].id, now=end)
     assert in_use(env) == 2
     preempted = Job.objects.filter(pk__in=[j.pk for j in jobs], status="RUNNABLE")
     assert preempted.count() == 2
@@ -70,7 +73,7 @@ def test_when_it_ends_the_tick_preempts_to_fit_once_and_says_why(people):
     assert sorted(str(e.job_id) for e in events) == sorted(str(j.pk) for j in preempted)
     assert Reservation.objects.get().fitted_at == end
     # Fitted once: the next ticks leave what runs alone and start nothing new.
-    services.run_tick(queues["hi"].id, now=end + timedelta(seconds=1))
+    run_tick(queues["hi"].id, now=end + timedelta(seconds=1))
     assert in_use(env) == 2
     assert Event.objects.filter(kind=EventKind.PREEMPTED_CAPACITY).count() == 2
 
@@ -83,12 +86,13 @@ def test_an_inline_tick_leaves_an_ended_reservation_to_the_workers_tick(people):
     end = start + timedelta(minutes=5)
     reserve(people.admin, env, start, end)
     put(queues["hi"], 4, 1, "hi", simulated_duration_seconds=3600)
-    services.run_tick(queues["hi"].id, now=start + timedelta(seconds=1))
-    with transaction.atomic():
-        tick.run_environment_tick(env.id, now=end, holding_lock=True)
+    run_tick(queues["hi"].id, now=start + timedelta(seconds=1))
+    with transaction.atomic(), changes.holding(env.id) as held:
+        held.queue_ids.add(queues["hi"].id)  # as an agent's batch of exits would
+        assert tick.tick_held(held, now=end)
     assert in_use(env) == 4, "nothing preempted, nothing started"
     assert Reservation.objects.get().fitted_at is None
-    services.run_tick(queues["hi"].id, now=end)
+    run_tick(queues["hi"].id, now=end)
     assert in_use(env) == 2
     assert Reservation.objects.get().fitted_at == end
 
@@ -100,9 +104,9 @@ def test_a_lower_queue_gives_before_a_higher_one(people):
     reserve(people.admin, env, start, end)
     put(queues["hi"], 2, 1, "hi", simulated_duration_seconds=3600)
     put(queues["lo"], 2, 1, "lo", simulated_duration_seconds=3600)
-    services.run_tick(queues["hi"].id, now=start + timedelta(seconds=1))
+    run_tick(queues["hi"].id, now=start + timedelta(seconds=1))
     assert in_use(env) == 4
-    services.run_tick(queues["lo"].id, now=end)
+    run_tick(queues["lo"].id, now=end)
     assert in_use(env) == 2
     running = Job.objects.filter(status__in=DISPATCHED).values_list("name", flat=True)
     assert sorted(running) == ["hi0", "hi1"]
@@ -183,7 +187,7 @@ def test_ticks_are_asked_for_at_the_window_and_the_loop_wakes_for_it(
     settings.CELERY_TASK_ALWAYS_EAGER = False  # as in production: Celery runs ticks at an eta
     asked = []
     monkeypatch.setattr(
-        tasks.tick_queue, "apply_async", lambda args, kwargs, eta: asked.append((args, eta))
+        tasks.tick_queue_at, "apply_async", lambda args, eta: asked.append((args, eta))
     )
     env, queues = two_queues(people.admin, capacity=2)
     now = timezone.now()
@@ -206,6 +210,6 @@ def test_a_job_waiting_for_reserved_capacity_is_expected_when_the_window_opens(p
     opens = now + timedelta(hours=2)
     reserve(people.admin, env, opens, opens + timedelta(hours=5), now=now)
     (job,) = put(queues["hi"], 1, 3, "big")
-    services.run_tick(queues["hi"].id, now=now)
+    run_tick(queues["hi"].id, now=now)
     estimates.refresh_estimates(queues["hi"], now)
     assert Job.objects.get(pk=job.pk).estimated_start_at == opens

@@ -17,6 +17,7 @@ from quotaportal.hosts.models import Placement
 from quotaportal.quotas import services
 from quotaportal.quotas.errors import ServiceError
 from quotaportal.quotas.models import DISPATCHED, Job, JobQueue, SchedulingPolicy
+from quotaportal.quotas.ticking.run import run_tick
 from tests.quotas.builders import in_use, put, two_queues
 
 pytestmark = pytest.mark.django_db
@@ -26,7 +27,7 @@ def test_two_queues_on_one_environment_never_exceed_its_capacity(people):
     env, queues = two_queues(people.admin, capacity=20)
     put(queues["lo"], 2, 10, "lo")
     put(queues["hi"], 2, 10, "hi")
-    services.run_tick(queues["lo"].id)  # asked by the lower queue: the higher is served first
+    run_tick(queues["lo"].id)  # asked by the lower queue: the higher is served first
     assert in_use(env) == 20
     assert {j.job_queue.name for j in Job.objects.filter(status__in=DISPATCHED)} == {"hi"}
     lo = Job.objects.filter(job_queue=queues["lo"]).order_by("name").first()
@@ -37,10 +38,10 @@ def test_two_queues_on_one_environment_never_exceed_its_capacity(people):
 def test_a_lower_queue_uses_what_the_higher_leaves_and_is_never_preempted_by_it(people):
     env, queues = two_queues(people.admin, capacity=4)
     lo = put(queues["lo"], 4, 1, "lo", simulated_duration_seconds=1000)
-    services.run_tick(queues["hi"].id)
+    run_tick(queues["hi"].id)
     assert in_use(env) == 4, "the higher queue had nothing: the lower took everything"
     put(queues["hi"], 1, 1, "hi")
-    services.run_tick(queues["hi"].id)
+    run_tick(queues["hi"].id)
     assert in_use(env) == 4
     assert all(Job.objects.get(pk=j.pk).status in DISPATCHED for j in lo), (
         "no cross-queue preemption"
@@ -48,7 +49,7 @@ def test_a_lower_queue_uses_what_the_higher_leaves_and_is_never_preempted_by_it(
     assert Job.objects.get(name="hi0").status == "RUNNABLE"
     services.finish_job(Job.objects.get(pk=lo[0].pk), "SUCCEEDED")
     put(queues["lo"], 1, 1, "lo-late")
-    services.run_tick(queues["lo"].id)
+    run_tick(queues["lo"].id)
     assert Job.objects.get(name="hi0").status == "SCHEDULED", "freed capacity goes to hi first"
     assert Job.objects.get(name="lo-late0").status == "RUNNABLE"
 
@@ -60,8 +61,8 @@ def test_two_queues_on_local_hosts_never_place_more_than_the_slots(people):
         host_services.register_host(token, name=name, capacity_unit="a100", gpus=[0, 1, 2, 3])
     put(queues["hi"], 5, 1, "hi")
     put(queues["lo"], 8, 1, "lo")
-    services.run_tick(queues["hi"].id)
-    services.run_tick(queues["lo"].id)
+    run_tick(queues["hi"].id)
+    run_tick(queues["lo"].id)
     assert in_use(env) == 8
     for host in ("gpu-1", "gpu-2"):
         slots = [
@@ -82,7 +83,7 @@ def test_parallel_ticks_of_both_queues_never_overbook(people):
     def ticker(queue_id):
         try:
             while not stop.is_set():
-                services.run_tick(queue_id)
+                run_tick(queue_id)
                 peaks.append(in_use(env))
         except Exception as err:  # noqa: BLE001 - reported below
             errors.append(repr(err))
@@ -110,13 +111,13 @@ def test_a_job_made_impossible_by_a_lower_borrow_limit_no_longer_blocks_its_shar
 
     for i in range(2):
         submit(people.bob, fleet, share="nlp", name=f"n{i}")
-    services.run_tick(fleet.queue.id)  # nlp holds its 2 of the 4 instances
+    run_tick(fleet.queue.id)  # nlp holds its 2 of the 4 instances
     big = submit(people.alice, fleet, name="big", quantity=4, scheduling_priority=9)
     behind = submit(people.alice, fleet, name="behind", quantity=1)
-    services.run_tick(fleet.queue.id)
+    run_tick(fleet.queue.id)
     assert Job.objects.get(pk=behind.pk).pending_reason == "BEHIND_SHARE_HEAD"
     services.update_share(people.admin, fleet.vision, borrow_limit=50)  # ceiling now 3 < 4
-    services.run_tick(fleet.queue.id)
+    run_tick(fleet.queue.id)
     assert Job.objects.get(pk=behind.pk).status == "SCHEDULED", "the job behind moved on"
     stuck = Job.objects.get(pk=big.pk)
     assert (stuck.status, stuck.pending_reason) == ("RUNNABLE", "EXCEEDS_SHARE_CEILING")
@@ -139,14 +140,14 @@ def test_jobs_heading_their_share_too_long_are_terminated_by_the_queue_time_limi
     )
     t0 = timezone.now()
     running = [submit(people.bob, fleet, share="nlp", name=f"n{i}", now=t0) for i in range(2)]
-    services.run_tick(fleet.queue.id, now=t0)
+    run_tick(fleet.queue.id, now=t0)
     # 3 instances: its own 2 plus 1 borrowed, but nlp holds the other 2 within its limit.
     head = submit(people.alice, fleet, name="head", quantity=3, now=t0)
     second = submit(people.alice, fleet, name="second", now=t0 + timedelta(seconds=1))
-    services.run_tick(fleet.queue.id, now=t0 + timedelta(seconds=599))
+    run_tick(fleet.queue.id, now=t0 + timedelta(seconds=599))
     assert Job.objects.get(pk=head.pk).status == "RUNNABLE"
     assert Job.objects.get(pk=second.pk).pending_reason == "BEHIND_SHARE_HEAD"
-    services.run_tick(fleet.queue.id, now=t0 + timedelta(seconds=601))
+    run_tick(fleet.queue.id, now=t0 + timedelta(seconds=601))
     ended = Job.objects.get(pk=head.pk)
     assert ended.status == "FAILED"
     assert ended.status_reason == (
@@ -189,19 +190,19 @@ def test_a_time_limit_acts_only_on_a_head_blocked_for_its_reason(people, fleet):
     for i in range(2):  # older, so they start first
         submit(people.bob, fleet, share="nlp", name=f"n{i}", now=t0 + timedelta(seconds=i))
     head = submit(people.bob, fleet, share="nlp", name="at-limit", now=t0 + timedelta(seconds=2))
-    services.run_tick(fleet.queue.id, now=t0 + timedelta(seconds=2))
+    run_tick(fleet.queue.id, now=t0 + timedelta(seconds=2))
     assert Job.objects.get(pk=head.pk).pending_reason == "SHARE_AT_LIMIT"
     capacity = "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY"
     services.update_job_queue(
         people.admin, fleet.queue, job_state_time_limit_actions=limit(capacity)
     )
-    services.run_tick(fleet.queue.id, now=t0 + timedelta(seconds=700))
+    run_tick(fleet.queue.id, now=t0 + timedelta(seconds=700))
     assert Job.objects.get(pk=head.pk).status == "RUNNABLE", "not blocked for capacity"
     quota = "MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED"
     services.update_job_queue(
         people.admin, fleet.queue, job_state_time_limit_actions=limit(capacity) + limit(quota)
     )
-    services.run_tick(fleet.queue.id, now=t0 + timedelta(seconds=800))
+    run_tick(fleet.queue.id, now=t0 + timedelta(seconds=800))
     ended = Job.objects.get(pk=head.pk)
     assert ended.status == "FAILED"
     assert ended.status_reason.endswith(quota)
@@ -232,6 +233,6 @@ def test_a_tick_of_a_deleted_queue_is_ignored_quietly(people, caplog):
     queue_id = queue.id
     services.delete_resource(people.admin, JobQueue.objects.get(pk=queue_id), "job queue")
     tick_queue.run(queue_id)
-    assert services.run_tick(queue_id) is None
+    assert run_tick(queue_id) is None
     assert not [r for r in caplog.records if r.levelname in ("ERROR", "CRITICAL")]
     assert SchedulingPolicy.objects.filter(name="p").exists()

@@ -8,6 +8,7 @@ from django.db import IntegrityError, transaction
 from quotaportal.quotas import services
 from quotaportal.quotas.errors import Conflict, Forbidden, InvalidInput
 from quotaportal.quotas.models import Event, Job, QuotaShare, Team
+from quotaportal.quotas.ticking.run import run_tick
 from tests.builders import submit
 
 
@@ -109,14 +110,14 @@ def test_a_disabled_share_rejects_new_jobs_but_runs_the_ones_it_has(people, flee
     services.update_share(people.admin, fleet.vision, state="DISABLED")
     with pytest.raises(InvalidInput, match="DISABLED and accepts no new jobs"):
         submit(people.alice, fleet)
-    services.run_tick(fleet.queue.id)
+    run_tick(fleet.queue.id)
     assert Job.objects.get(pk=waiting.pk).status == "SCHEDULED"
 
 
 def test_lowering_a_limit_preempts_nothing_by_itself(people, fleet):
     jobs = [submit(people.alice, fleet, name=f"v{i}") for i in range(2)]
-    services.run_tick(fleet.queue.id)
+    run_tick(fleet.queue.id)
     services.update_share(people.admin, fleet.vision, capacity_limits={"a100": 1})
-    run = services.run_tick(fleet.queue.id)
+    run = run_tick(fleet.queue.id)
     assert run.preempted == 0
     assert all(Job.objects.get(pk=j.pk).status == "RUNNING" for j in jobs)

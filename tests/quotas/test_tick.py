@@ -12,13 +12,14 @@ from quotaportal.infra.locks import ADVISORY_LOCKS
 from quotaportal.quotas import bridge, services
 from quotaportal.quotas.models import Job, JobQueue, SchedulerRun
 from quotaportal.quotas.selectors import job_positions
+from quotaportal.quotas.ticking.run import run_tick
 from scheduler import Dispatch, InvariantViolation, Plan, plan_tick
 from tests.builders import submit
 
 
 def test_a_tick_dispatches_and_explains_every_waiting_job(people, fleet):
     jobs = [submit(people.alice, fleet, name=f"v{i}", quantity=2) for i in range(3)]
-    run = services.run_tick(fleet.queue.id)
+    run = run_tick(fleet.queue.id)
     assert (run.dispatched, run.preempted, run.replanned, run.skipped) == (2, 0, True, False)
     waiting = Job.objects.get(pk=jobs[2].pk)
     assert (waiting.pending_reason, *job_positions([waiting])[waiting.pk]) == (
@@ -36,24 +37,24 @@ def test_a_tick_dispatches_and_explains_every_waiting_job(people, fleet):
 
 def test_a_tick_with_nothing_changed_skips_planning_until_something_changes(people, fleet):
     submit(people.alice, fleet, quantity=2)
-    services.run_tick(fleet.queue.id)
-    services.run_tick(fleet.queue.id)  # RUNNING now; planned and settled
-    assert services.run_tick(fleet.queue.id).replanned is False
+    run_tick(fleet.queue.id)
+    run_tick(fleet.queue.id)  # RUNNING now; planned and settled
+    assert run_tick(fleet.queue.id).replanned is False
     version = JobQueue.objects.get(pk=fleet.queue.pk).state_version
     submit(people.alice, fleet, name="second")
     # The submit did not move the version: the active-job count tells the tick.
     assert JobQueue.objects.get(pk=fleet.queue.pk).state_version == version
-    run = services.run_tick(fleet.queue.id)
+    run = run_tick(fleet.queue.id)
     assert (run.replanned, run.dispatched) == (True, 1)
 
 
 def test_capacity_changes_are_noticed_without_a_service_call(people, fleet):
     job = submit(people.alice, fleet, quantity=4)
     fleet.env.capacity_limits.update(max_capacity=2)  # like a host disappearing
-    services.run_tick(fleet.queue.id)
-    services.run_tick(fleet.queue.id)
+    run_tick(fleet.queue.id)
+    run_tick(fleet.queue.id)
     fleet.env.capacity_limits.update(max_capacity=4)
-    assert services.run_tick(fleet.queue.id).dispatched == 1
+    assert run_tick(fleet.queue.id).dispatched == 1
     assert Job.objects.get(pk=job.pk).status == "SCHEDULED"
 
 
@@ -62,7 +63,7 @@ def test_a_job_whose_unit_no_share_limits_any_more_waits_with_that_reason(people
     services.create_capacity_unit(people.admin, name="h100")
     for share in (fleet.vision, fleet.nlp):  # limits moved to another unit after the submit
         services.update_share(people.admin, share, capacity_limits={"h100": 2})
-    run = services.run_tick(fleet.queue.id)
+    run = run_tick(fleet.queue.id)
     assert (run.dispatched, run.error) == (0, "")
     assert Job.objects.get(pk=job.pk).pending_reason == "NO_CAPACITY_LIMIT_FOR_UNIT"
 
@@ -85,11 +86,11 @@ def test_a_tick_is_skipped_while_another_holds_the_queue_lock(people, fleet):
     holder.start()
     held.wait(10)
     try:
-        assert services.run_tick(fleet.queue.id).skipped is True
+        assert run_tick(fleet.queue.id).skipped is True
     finally:
         release.set()
         holder.join()
-    assert services.run_tick(fleet.queue.id).skipped is False
+    assert run_tick(fleet.queue.id).skipped is False
 
 
 def test_an_invalid_plan_is_not_applied_and_is_recorded(people, fleet, monkeypatch):
@@ -98,8 +99,8 @@ def test_an_invalid_plan_is_not_applied_and_is_recorded(people, fleet, monkeypat
     def overbook(snapshot, now, **options):
         return Plan(now, tuple(Dispatch(str(j.pk)) for j in jobs), {})
 
-    monkeypatch.setattr("quotaportal.quotas.services.tick.plan_tick", overbook)
-    run = services.run_tick(fleet.queue.id)
+    monkeypatch.setattr("quotaportal.quotas.ticking.run.plan_tick", overbook)
+    run = run_tick(fleet.queue.id)
     assert "invalid plan, nothing applied" in run.error
     assert "over capacity" in run.error
     assert not Job.objects.exclude(status="RUNNABLE").exists()
@@ -119,9 +120,9 @@ def test_the_cycle_collector_is_off_while_a_tick_plans_and_on_again_after(
             raise InvariantViolation("a plan that fails")
         return plan_tick(snapshot, now, **options)
 
-    monkeypatch.setattr("quotaportal.quotas.services.tick.plan_tick", planning)
+    monkeypatch.setattr("quotaportal.quotas.ticking.run.plan_tick", planning)
     assert gc.isenabled()
-    run = services.run_tick(fleet.queue.id)
+    run = run_tick(fleet.queue.id)
     assert seen == [False]
     assert gc.isenabled()
     assert bool(run.error) is plan_fails
@@ -131,7 +132,7 @@ def test_a_tick_leaves_a_collector_turned_off_elsewhere_off(people, fleet):
     submit(people.alice, fleet, name="planned")
     gc.disable()
     try:
-        services.run_tick(fleet.queue.id)
+        run_tick(fleet.queue.id)
         assert not gc.isenabled()
     finally:
         gc.enable()
@@ -145,7 +146,7 @@ def test_positions_computed_on_read_match_the_planner(people, fleet):
         submit(people.alice, fleet, name=f"v{i}", scheduling_priority=i % 3, quantity=1 + i % 2)
         submit(people.bob, fleet, share="nlp", name=f"n{i}", scheduling_priority=i % 2)
     for _ in range(4):
-        services.run_tick(fleet.queue.id)
+        run_tick(fleet.queue.id)
     plan = plan_tick(bridge.load_snapshot(fleet.queue).snapshot, 0.0)
     runnable = list(Job.objects.filter(status="RUNNABLE"))
     assert len(runnable) == len(plan.pending) > 5
@@ -164,7 +165,7 @@ def test_listing_jobs_costs_the_same_queries_for_any_page_size(
     client.force_authenticate(people.alice)
     for i in range(40):
         submit(people.alice, fleet, name=f"v{i}")
-    services.run_tick(fleet.queue.id)
+    run_tick(fleet.queue.id)
     with django_assert_max_num_queries(12) as small:
         assert len(client.get("/api/v1/jobs/?limit=5&offset=35").json()["results"]) == 5
     with django_assert_max_num_queries(len(small.captured_queries)):
@@ -175,7 +176,7 @@ def test_the_active_jobs_are_read_as_columns(people, fleet):
     assert bridge.active_columns(fleet.queue.id) == ([],) * 8  # an empty queue: no NULLs
     started = submit(people.alice, fleet, name="started", quantity=2, scheduling_priority=7)
     waiting = submit(people.alice, fleet, name="waiting", quantity=4)
-    services.run_tick(fleet.queue.id)
+    run_tick(fleet.queue.id)
     ids, shares, units, quantities, priorities, created, dispatched, reasons = (
         bridge.active_columns(fleet.queue.id)
     )

@@ -7,8 +7,8 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from quotaportal.quotas import services
 from quotaportal.quotas.models import JobQueue, UtilizationSample
+from quotaportal.quotas.ticking.run import run_tick
 from tests.builders import submit
 
 
@@ -23,18 +23,18 @@ def history(queue) -> list[dict]:
 def test_a_sample_is_written_when_usage_changes_and_repeated_once_a_minute(people, fleet):
     now = timezone.now()
     submit(people.alice, fleet, name="one")
-    services.run_tick(fleet.queue.pk, now)
+    run_tick(fleet.queue.pk, now)
     assert history(fleet.queue) == [{"vision": {"a100": 1}}]
 
-    services.run_tick(fleet.queue.pk, now + timedelta(seconds=5))
-    services.run_tick(fleet.queue.pk, now + timedelta(seconds=30))
+    run_tick(fleet.queue.pk, now + timedelta(seconds=5))
+    run_tick(fleet.queue.pk, now + timedelta(seconds=30))
     assert len(history(fleet.queue)) == 1, "usage did not change: no sample"
 
-    services.run_tick(fleet.queue.pk, now + timedelta(seconds=61))
+    run_tick(fleet.queue.pk, now + timedelta(seconds=61))
     assert history(fleet.queue) == [{"vision": {"a100": 1}}] * 2
 
     submit(people.alice, fleet, name="two")
-    services.run_tick(fleet.queue.pk, now + timedelta(seconds=62))
+    run_tick(fleet.queue.pk, now + timedelta(seconds=62))
     assert history(fleet.queue)[-1] == {"vision": {"a100": 2}}
     assert len(history(fleet.queue)) == 3
 
@@ -42,7 +42,7 @@ def test_a_sample_is_written_when_usage_changes_and_repeated_once_a_minute(peopl
 def test_the_queue_remembers_its_newest_sample(people, fleet):
     now = timezone.now()
     submit(people.alice, fleet)
-    services.run_tick(fleet.queue.pk, now)
+    run_tick(fleet.queue.pk, now)
     queue = JobQueue.objects.get(pk=fleet.queue.pk)
     newest = UtilizationSample.objects.filter(job_queue=queue).latest("time")
     assert (queue.sampled_used, queue.sampled_at) == (newest.used, newest.time)

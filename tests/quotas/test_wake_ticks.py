@@ -13,10 +13,11 @@ from django.utils import timezone
 
 from quotaportal.infra.locks import ADVISORY_LOCKS
 from quotaportal.quotas.models import Job
-from quotaportal.quotas.services import estimates, ticks
-from quotaportal.quotas.services.tick import run_tick
+from quotaportal.quotas.services import estimates
 from quotaportal.quotas.simulated import SimulatedBackend
-from quotaportal.quotas.tasks import tick_queue
+from quotaportal.quotas.tasks import tick_queue_at, tick_queue_now
+from quotaportal.quotas.ticking import requests as ticks
+from quotaportal.quotas.ticking.run import run_tick
 from tests.builders import submit
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -30,12 +31,10 @@ def sent(settings, monkeypatch):
     store = redis.Redis.from_url(settings.REDIS_URL)
     messages = []
     monkeypatch.setattr(
-        tick_queue, "delay", lambda queue_id, immediate: messages.append(("now", queue_id))
+        tick_queue_now, "delay", lambda queue_id: messages.append(("now", queue_id))
     )
     monkeypatch.setattr(
-        tick_queue,
-        "apply_async",
-        lambda args, kwargs, eta: messages.append(("at", args[0], eta, kwargs)),
+        tick_queue_at, "apply_async", lambda args, eta: messages.append(("at", args[0], eta))
     )
     yield messages
     for env_id in ticks._environments.values():
@@ -70,16 +69,16 @@ def test_one_wake_waits_per_environment_the_earliest_and_a_due_one_is_the_immedi
 ):
     queue = fleet.queue.pk
     soon = timezone.now() + timedelta(seconds=20)
-    ticks._schedule_wake(queue, soon)
-    ticks._schedule_wake(queue, soon + timedelta(seconds=5))  # the first wake asks for it
-    assert sent == [("at", queue, soon, {"wait": True})]
+    ticks.schedule_wake(queue, soon)
+    ticks.schedule_wake(queue, soon + timedelta(seconds=5))  # the first wake asks for it
+    assert sent == [("at", queue, soon)]
     sooner = soon - timedelta(seconds=10)
-    ticks._schedule_wake(queue, sooner)
-    assert sent[-1] == ("at", queue, sooner, {"wait": True}), "an earlier instant goes first"
-    ticks._schedule_wake(queue, timezone.now() - timedelta(milliseconds=1))
-    ticks._schedule_wake(queue, timezone.now())
+    ticks.schedule_wake(queue, sooner)
+    assert sent[-1] == ("at", queue, sooner), "an earlier instant goes first"
+    ticks.schedule_wake(queue, timezone.now() - timedelta(milliseconds=1))
+    ticks.schedule_wake(queue, timezone.now())
     assert sent[2:] == [("now", queue)], "a due wake is the immediate tick, coalesced"
-    ticks._schedule_wake(queue, timezone.now() + timedelta(hours=2))
+    ticks.schedule_wake(queue, timezone.now() + timedelta(hours=2))
     assert len(sent) == 3, "far beyond the beat period: the beat ticks first"
 
 
@@ -95,7 +94,7 @@ def test_a_tick_asks_for_the_start_then_the_end_and_its_own_ends_ask_for_no_othe
     ticks.gate.release(fleet.queue.pk)
     started = timezone.now()
     run_tick(fleet.queue.pk, now=started)
-    assert sent[-1] == ("at", fleet.queue.pk, started + timedelta(seconds=40), {"wait": True})
+    assert sent[-1] == ("at", fleet.queue.pk, started + timedelta(seconds=40))
     before = len(sent)
     run_tick(fleet.queue.pk, now=started + timedelta(seconds=40))
     assert Job.objects.get(pk=job.pk).status == "SUCCEEDED"
@@ -103,16 +102,16 @@ def test_a_tick_asks_for_the_start_then_the_end_and_its_own_ends_ask_for_no_othe
 
 
 def test_without_a_broker_the_embedded_loop_sleeps_only_until_the_wake(people, fleet, settings):
-    from quotaportal.quotas.loop import SchedulerLoop
+    from quotaportal.quotas.ticking.loop import SchedulerLoop
 
     settings.QP_IMMEDIATE_TICKS = True
-    tick_queue.app.conf.task_always_eager = True  # as without REDIS_URL
+    tick_queue_now.app.conf.task_always_eager = True  # as without REDIS_URL
     try:
         soon = timezone.now() + timedelta(seconds=3)
-        ticks._schedule_wake(fleet.queue.pk, soon + timedelta(seconds=1))
-        ticks._schedule_wake(fleet.queue.pk, soon)
+        ticks.schedule_wake(fleet.queue.pk, soon + timedelta(seconds=1))
+        ticks.schedule_wake(fleet.queue.pk, soon)
     finally:
-        tick_queue.app.conf.task_always_eager = False
+        tick_queue_now.app.conf.task_always_eager = False
     pause = SchedulerLoop(period=30).pause()
     assert 1 < pause <= 3, "the loop wakes for the job's end, not its 30 s period"
     assert SchedulerLoop(period=30).pause() == 30, "each wake is used once"

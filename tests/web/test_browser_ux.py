@@ -8,6 +8,7 @@ from playwright.sync_api import expect
 
 from quotaportal.quotas import services
 from quotaportal.quotas.models import Job
+from quotaportal.quotas.ticking.run import run_tick_waiting
 from tests.web.builders import PASSWORD, SHOTS, shot, sign_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -85,7 +86,7 @@ def test_no_page_is_wider_than_a_phone(browser, live_server, small_fleet, people
     # Dispatched before the second arrives, so the second must preempt it (the loop alone
     # might see both at once and start the second first, preempting nothing). It waits for a
     # tick of the loop in progress, which may have begun before the first job committed.
-    services.run_tick(small_fleet.pk, wait=True)
+    run_tick_waiting(small_fleet.pk)
     submit_as(people.alice, small_fleet, "second", priority=5)
     context = browser.new_context(viewport={"width": 390, "height": 844})
     page = context.new_page()

@@ -12,6 +12,7 @@ from playwright.sync_api import expect
 
 from quotaportal.quotas import services
 from quotaportal.quotas.models import Job, JobQueue
+from quotaportal.quotas.ticking.run import run_tick
 from tests.web.builders import shot
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -37,10 +38,10 @@ def test_the_walkthrough_reads_on_the_dashboard_and_the_preempted_job(browser, l
     queue = JobQueue.objects.get(name="gpu-queue")
     for name, priority in (("qs1-high", 3), ("qs1-med", 2), ("qs1-low", 1)):
         submit("alice", "QS1", name, priority)
-    services.run_tick(queue.id)
+    run_tick(queue.id)
     assert Job.objects.get(name="qs1-med").status in ("SCHEDULED", "RUNNING"), "QS1 borrows"
     submit("bob", "QS2", "qs2-job", 1)
-    services.run_tick(queue.id)
+    run_tick(queue.id)
     taken_back = Job.objects.get(name="qs1-med")
     assert taken_back.status == "RUNNABLE"
     assert taken_back.preempted_count == 1

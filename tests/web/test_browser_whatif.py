@@ -11,6 +11,7 @@ from playwright.sync_api import expect
 from quotaportal.quotas import services
 from quotaportal.quotas.models import QuotaShare, WhatIf
 from quotaportal.quotas.services.shares import limits_of
+from quotaportal.quotas.ticking.run import run_tick
 from tests.web.builders import PASSWORD, shot, sign_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -44,7 +45,7 @@ def history(people, small_fleet, settings):
             name=f"h{index}",
             now=at,
         )
-        services.run_tick(small_fleet.pk, now=at)
+        run_tick(small_fleet.pk, now=at)
         services.mark_started(job, now=at)
         services.end_attempt(
             job, succeeded=True, status_reason="ok", exit_code=0, now=at + timedelta(minutes=5)
@@ -106,7 +107,7 @@ def test_a_waiting_job_shows_when_it_should_start(browser, live_server, small_fl
             name=name,
             simulated_duration_seconds=900,
         )
-    services.run_tick(small_fleet.pk)
+    run_tick(small_fleet.pk)
     waiting = services.submit_job(
         people.alice,
         job_queue=small_fleet,
@@ -115,7 +116,7 @@ def test_a_waiting_job_shows_when_it_should_start(browser, live_server, small_fl
         name="waiting",
         simulated_duration_seconds=60,
     )
-    services.run_tick(small_fleet.pk)
+    run_tick(small_fleet.pk)
     refresh_estimates(small_fleet)
     page = sign_in(browser, live_server, "alice")
     page.goto(f"{live_server.url}/jobs/{waiting.pk}/")

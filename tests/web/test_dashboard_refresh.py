@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from quotaportal.quotas import services
+from quotaportal.quotas.ticking.run import run_tick
 from tests.builders import submit
 
 
@@ -28,7 +28,7 @@ def test_an_unchanged_dashboard_answers_204_and_a_change_answers_the_fragment(
     after_submit = client.get(url, {"since": version}, HTTP_HX_REQUEST="true")
     assert after_submit.status_code == 200
     version = version_of(after_submit)
-    services.run_tick(fleet.queue.pk)
+    run_tick(fleet.queue.pk)
     after_tick = client.get(url, {"since": version}, HTTP_HX_REQUEST="true")
     assert after_tick.status_code == 200, "the tick dispatched the job: the bars change"
     assert version_of(after_tick) != version

@@ -9,6 +9,7 @@ from django.test import Client
 
 from quotaportal.quotas import services
 from quotaportal.quotas.models import Job, QuotaShare
+from quotaportal.quotas.ticking.run import run_tick
 from tests.builders import submit
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
@@ -34,7 +35,7 @@ def test_pages_require_sign_in(client, fleet, url):
 @pytest.mark.parametrize("url", ["/", "/jobs/", "/jobs/new/", "/hosts/", "/audit/"])
 def test_scientists_see_the_shared_pages(browser_as, people, fleet, url):
     submit(people.alice, fleet)
-    services.run_tick(fleet.queue.id)
+    run_tick(fleet.queue.id)
     assert browser_as(people.alice).get(url).status_code == 200
 
 
@@ -64,7 +65,7 @@ def test_scientists_have_no_share_controls_and_a_forged_request_is_refused(
 
 def test_the_live_dashboard_fragment_is_the_fragment_alone(browser_as, people, fleet):
     submit(people.alice, fleet, quantity=3)
-    services.run_tick(fleet.queue.id)
+    run_tick(fleet.queue.id)
     body = browser_as(people.bob).get("/?queue=gpu", **HTMX).content.decode()
     assert body.lstrip().startswith('<div id="live"')
     assert "<html" not in body
@@ -79,7 +80,7 @@ def test_the_dashboard_costs_the_same_queries_for_any_number_of_shares_and_jobs(
 
     bob = browser_as(people.bob)
     submit(people.alice, fleet)
-    services.run_tick(fleet.queue.id)
+    run_tick(fleet.queue.id)
     with django_assert_num_queries(len_of_queries(bob)) as small:
         bob.get("/?queue=gpu", **HTMX)
     team = Team.objects.get(name="vision")
@@ -94,7 +95,7 @@ def test_the_dashboard_costs_the_same_queries_for_any_number_of_shares_and_jobs(
         )
     for i in range(30):
         submit(people.alice, fleet, name=f"more{i}")
-    services.run_tick(fleet.queue.id)
+    run_tick(fleet.queue.id)
     with django_assert_num_queries(len(small.captured_queries)):
         bob.get("/?queue=gpu", **HTMX)
 

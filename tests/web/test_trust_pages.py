@@ -10,6 +10,7 @@ from quotaportal.hosts import services as host_services
 from quotaportal.hosts.models import AgentToken, GpuHost, Placement
 from quotaportal.quotas import services
 from quotaportal.quotas.models import Job
+from quotaportal.quotas.ticking.run import run_tick
 from tests.builders import add_share, build_queue, submit
 
 pytestmark = pytest.mark.django_db
@@ -46,7 +47,7 @@ def test_job_output_is_shown_only_to_its_team_and_admins(people, api_client_for)
     token = host_services.token_for(host_services.create_agent_token(None, env, "gpu-1"))
     host_services.register_host(token, name="gpu-1", capacity_unit="a100", gpus=[0, 1])
     job = submit(people.alice, type("F", (), {"queue": queue}), name="secretive")
-    services.run_tick(queue.id)
+    run_tick(queue.id)
     placement = Placement.objects.get(attempt__job=job)
     host_services.report(
         token, "gpu-1", placement=placement.pk, event="output", output_tail="api-key=hunter2"
@@ -161,9 +162,9 @@ def test_a_good_priority_without_htmx_confirms_and_returns_to_the_job(people, fl
 def test_the_audit_log_reads_as_sentences_naming_both_sides_of_a_preemption(people, fleet):
     """vision borrows nlp's idle instances; nlp's job takes one back (cross-share)."""
     borrowers = [submit(people.alice, fleet, name=f"a{i}") for i in range(4)]
-    services.run_tick(fleet.queue.id)
+    run_tick(fleet.queue.id)
     taker = submit(people.bob, fleet, share="nlp", name="b1-train")
-    services.run_tick(fleet.queue.id)
+    run_tick(fleet.queue.id)
     page = signed_in(people.admin).get("/audit/").content.decode()
     assert "Preempted (cross-share)" in page
     assert "take back nlp&#x27;s lent capacity" in page or "take back nlp's lent capacity" in page

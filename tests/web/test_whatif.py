@@ -12,6 +12,7 @@ from quotaportal.quotas import services
 from quotaportal.quotas.models import Event, EventKind, QuotaShare, WhatIf
 from quotaportal.quotas.services import whatif
 from quotaportal.quotas.services.shares import limits_of
+from quotaportal.quotas.ticking.run import run_tick
 from tests.builders import submit
 
 
@@ -26,7 +27,7 @@ def history(people, fleet):
     t0 = timezone.now() - timedelta(hours=1)
     for index in range(6):
         job = submit(people.alice, fleet, name=f"h{index}", now=t0 + timedelta(seconds=index))
-        services.run_tick(fleet.queue.id, now=t0 + timedelta(seconds=index))
+        run_tick(fleet.queue.id, now=t0 + timedelta(seconds=index))
         services.mark_started(job, now=t0 + timedelta(seconds=index))
         services.end_attempt(
             job,

@@ -27,9 +27,9 @@ from quotaportal.awsbatch.sync.jobs import (
     push_terminations,
 )
 from quotaportal.awsbatch.sync.mirror import Sync, config_due, mirror_config
+from quotaportal.quotas.audit import record
 from quotaportal.quotas.backends import EnvironmentBackend
 from quotaportal.quotas.models import EventKind
-from quotaportal.quotas.services.audit import record
 
 log = logging.getLogger(__name__)
 BACKOFF_BASE_SECONDS, BACKOFF_CAP_SECONDS = 1.0, 60.0

@@ -8,12 +8,12 @@ from django.db import transaction
 from quotaportal.awsbatch.models import MirroredResource, MirrorKind
 from quotaportal.awsbatch.sync.mirror import share_key
 from quotaportal.awsbatch.sync.shapes import share_config
+from quotaportal.quotas.audit import record
 from quotaportal.quotas.errors import Conflict, InvalidInput
 from quotaportal.quotas.models import EventKind
 from quotaportal.quotas.permissions import require_admin
-from quotaportal.quotas.services.audit import record
 from quotaportal.quotas.services.shares import update_share
-from quotaportal.quotas.services.ticks import queue_changed
+from quotaportal.quotas.ticking.changes import queue_changed
 
 DRIFT_DECISIONS = ("keep", "adopt")
 

@@ -28,6 +28,7 @@ from quotaportal.awsbatch.sync.shapes import (
     limits_dict,
 )
 from quotaportal.quotas import services
+from quotaportal.quotas.audit import record
 from quotaportal.quotas.errors import Conflict, InvalidInput
 from quotaportal.quotas.models import (
     Backend,
@@ -39,7 +40,6 @@ from quotaportal.quotas.models import (
     Team,
 )
 from quotaportal.quotas.permissions import require_admin
-from quotaportal.quotas.services.audit import record
 from quotaportal.quotas.services.resources import aws_connection_errors
 
 READ_BUDGET = 100_000  # an import reads everything once; it is bounded by what AWS holds

@@ -28,8 +28,8 @@ from quotaportal.awsbatch.sync.shapes import (
     remote_state,
     submit_request,
 )
+from quotaportal.quotas.audit import record
 from quotaportal.quotas.models import ACTIVE, CapacityUnit, Event, EventKind, Job, JobStatus
-from quotaportal.quotas.services.audit import record
 from quotaportal.quotas.services.remote import (
     RemoteState,
     adopt_remote_job,

@@ -32,8 +32,8 @@ from quotaportal.awsbatch.sync.shapes import (
     time_limit_actions,
 )
 from quotaportal.quotas import bridge
+from quotaportal.quotas.audit import record
 from quotaportal.quotas.models import EventKind, JobQueue, ServiceEnvironment, State
-from quotaportal.quotas.services.audit import record
 
 
 @dataclass

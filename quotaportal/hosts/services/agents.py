@@ -23,8 +23,7 @@ from quotaportal.hosts.services.fleet import (
     wake_held_retries,
 )
 from quotaportal.hosts.services.tokens import check_host_name
-from quotaportal.infra import redis_client
-from quotaportal.quotas import wakeups
+from quotaportal.infra import redis_client, wakeups
 from quotaportal.quotas.errors import Forbidden, InvalidInput
 from quotaportal.quotas.models import DISPATCHED, CapacityUnit
 from quotaportal.quotas.services.jobs import MAX_COMMAND_BYTES

@@ -12,7 +12,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from quotaportal.hosts.models import AgentToken, GpuHost, HostState, Placement
-from quotaportal.quotas import wakeups
+from quotaportal.quotas.audit import record
 from quotaportal.quotas.errors import Conflict, InvalidInput
 from quotaportal.quotas.models import (
     DISPATCHED,
@@ -22,9 +22,8 @@ from quotaportal.quotas.models import (
     ServiceEnvironment,
 )
 from quotaportal.quotas.permissions import require_admin
-from quotaportal.quotas.services.audit import record
 from quotaportal.quotas.services.lifecycle import end_attempt
-from quotaportal.quotas.services.ticks import queue_changed
+from quotaportal.quotas.ticking.changes import environment_work_changed, queue_changed
 from scheduler.placement import place
 
 HOST_LOST = "Host lost"
@@ -41,10 +40,15 @@ def close_placements(host: GpuHost, now, reason: str) -> None:
         Placement.objects.filter(host=host, exited_at__isnull=True).select_related("attempt__job")
     )
     close_still_open([p.pk for p in open_placements], now)
-    for placement in open_placements:
-        job = placement.attempt.job
-        if placement.attempt.stopped_at is None and job.status in DISPATCHED:
-            end_attempt(job, succeeded=False, status_reason=reason, now=now)
+    ended = [
+        placement.attempt.job
+        for placement in open_placements
+        if placement.attempt.stopped_at is None and placement.attempt.job.status in DISPATCHED
+    ]
+    for job in ended:
+        end_attempt(job, succeeded=False, status_reason=reason, now=now)
+    if ended:  # their ranks on other hosts must stop
+        environment_work_changed(host.service_environment_id)
     wake_held_retries(host.service_environment_id, [p.attempt.job_id for p in open_placements])
 
 
@@ -72,7 +76,7 @@ def wake_held_retries(env_id: int, job_ids) -> None:
             exited_at__isnull=True,
         ).exists()
     ):
-        wakeups.announce(env_id)
+        environment_work_changed(env_id)
 
 
 def lose_host(host: GpuHost, now, why: str, actor=None) -> None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
-from quotaportal.quotas import wakeups
+from quotaportal.infra import wakeups
 
 POLL_AFTER_SECONDS = 1.0  # when no slot was free: soon, but not in a tight loop
 

@@ -25,16 +25,15 @@ from quotaportal.hosts.services.fleet import wake_held_retries
 from quotaportal.infra.bulk import update_objects
 from quotaportal.infra.locks import lock_environment
 from quotaportal.infra.subqueries import per_outer_row
-from quotaportal.quotas import wakeups
 from quotaportal.quotas.errors import InvalidInput
 from quotaportal.quotas.models import Job
-from quotaportal.quotas.services import ticks
 from quotaportal.quotas.services.lifecycle import (
     end_attempt,
     mark_started_in_bulk,
     succeed_in_bulk,
 )
-from quotaportal.quotas.services.tick import tick_inline
+from quotaportal.quotas.ticking import changes
+from quotaportal.quotas.ticking.run import tick_held
 
 BATCH_LOCK_SECONDS = 2.0
 PHASES = {"started": 0, "output": 1, "exited": 2}
@@ -70,8 +69,8 @@ def report_many(token: AgentToken, name: str, reports: list[dict]) -> Batch:
     never hold each other's rows. If a tick keeps it too long, each report commits alone.
 
     Holding that lock, the batch ticks the environment itself when its reports freed capacity
-    (ticks.ticking_inline), and its answer carries the host's new work: the agent starts the
-    next job without waiting for a worker's tick and then a heartbeat's answer.
+    (changes.holding, run.tick_held), and its answer carries the host's new work: the agent
+    starts the next job without waiting for a worker's tick and then a heartbeat's answer.
     """
     received = timezone.now()  # before any wait: the events' ages count from here
     host = host_of(token, name)
@@ -79,15 +78,16 @@ def report_many(token: AgentToken, name: str, reports: list[dict]) -> Batch:
     errors, work = None, None
     with transaction.atomic():
         if lock_environment(env_id, BATCH_LOCK_SECONDS):
-            with ticks.ticking_inline(env_id) as scope:
+            with changes.holding(env_id) as held:
                 errors = [_message(e) for e in _apply_batch(host, reports, received)]
-            if tick_inline(scope):
+                ticked = tick_held(held)
+            if ticked:
                 # Noted before the commit wakes the host's waiting heartbeat, which then
                 # leaves this work to this answer (sent once the commit is done).
                 work = host_work(host)
                 remember_delivered(host.pk, work["version"])
-                if scope.preempted or _placed_elsewhere(work, scope.started):
-                    wakeups.announce(env_id)
+                if held.preempted or _placed_elsewhere(work, held.started):
+                    changes.environment_work_changed(env_id)
     if errors is None:  # a tick kept the lock: each report commits alone
         return Batch([_refusal(host, fields, received) for fields in reports])
     return Batch(errors, work)
@@ -265,8 +265,9 @@ def _apply_exits(host: GpuHost, found: dict[int, Placement], exits: dict[int, tu
             status_reason=reason or f"Exited with code {code}",
             exit_code=code,
             now=placement.exited_at,
-            announce=attempt_id in still_running,  # the job's other ranks must stop
         )
+    if still_running & failed.keys():  # those jobs' other ranks must stop
+        changes.environment_work_changed(host.service_environment_id)
     done = {
         job: ended_at[job]
         for attempt, job in ending.items()
@@ -274,7 +275,7 @@ def _apply_exits(host: GpuHost, found: dict[int, Placement], exits: dict[int, tu
     }
     if done:
         last = max(done.values())
-        succeed_in_bulk(list(done), "Completed", last, ended_at=done, announce=False)
+        succeed_in_bulk(list(done), "Completed", last, ended_at=done)
 
 
 def _refusal(host: GpuHost, fields: dict, received: datetime) -> str | None:

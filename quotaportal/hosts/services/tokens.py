@@ -11,13 +11,13 @@ from django.utils import timezone
 
 from quotaportal.hosts.models import AgentToken, GpuHost, HostState
 from quotaportal.hosts.services.fleet import capacity_changed, lose_host
+from quotaportal.quotas.audit import record
 from quotaportal.quotas.errors import InvalidInput
 from quotaportal.quotas.models import (
     Backend,
     ServiceEnvironment,
 )
 from quotaportal.quotas.permissions import require_admin
-from quotaportal.quotas.services.audit import record
 
 # Host names go into logs, commands and environment variables: keep them plain.
 HOST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")

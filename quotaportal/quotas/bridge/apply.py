@@ -10,6 +10,7 @@ from django.db import connection
 from django.db.models import Count
 
 from quotaportal.infra.bulk import insert_new, update_objects, update_rows
+from quotaportal.quotas.audit import event_row
 from quotaportal.quotas.bridge.snapshot import Loaded
 from quotaportal.quotas.models import (
     DISPATCHED,
@@ -21,7 +22,6 @@ from quotaportal.quotas.models import (
     JobStatus,
     QuotaShare,
 )
-from quotaportal.quotas.services.audit import event_row
 from scheduler import Plan, PreemptionKind
 
 RECENT_PREEMPTIONS_KEPT = 10

@@ -18,7 +18,6 @@ from quotaportal.quotas.services.resources import (
 )
 from quotaportal.quotas.services.shares import create_share, delete_share, update_share
 from quotaportal.quotas.services.tags import tag_resource, untag_resource
-from quotaportal.quotas.services.tick import run_tick
 
 __all__ = [
     "add_member",
@@ -34,7 +33,6 @@ __all__ = [
     "end_attempt",
     "finish_job",
     "mark_started",
-    "run_tick",
     "set_priority",
     "submit_job",
     "submit_jobs",

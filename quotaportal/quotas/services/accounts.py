@@ -14,10 +14,10 @@ from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 from rest_framework.authtoken.models import Token
 
+from quotaportal.quotas.audit import record
 from quotaportal.quotas.errors import Conflict, InvalidInput
 from quotaportal.quotas.models import ACTIVE, EventKind, Job, Membership, Team
 from quotaportal.quotas.permissions import require_admin
-from quotaportal.quotas.services.audit import record
 from quotaportal.quotas.services.resources import team_name_error
 
 USERNAME = re.compile(r"[\w.@+-]{1,150}", re.ASCII)

@@ -9,7 +9,8 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from quotaportal.infra.bulk import insert_new
-from quotaportal.quotas import bridge, wakeups
+from quotaportal.quotas import bridge
+from quotaportal.quotas.audit import record
 from quotaportal.quotas.config_cache import CachedLookups, cached_lookups
 from quotaportal.quotas.errors import Conflict, InvalidInput, ServiceError
 from quotaportal.quotas.models import (
@@ -31,9 +32,8 @@ from quotaportal.quotas.permissions import (
     require_share_member,
     team_ids,
 )
-from quotaportal.quotas.services.audit import record
 from quotaportal.quotas.services.retries import check_evaluate_on_exit
-from quotaportal.quotas.services.ticks import jobs_submitted, queue_changed
+from quotaportal.quotas.ticking.changes import agents_must_hear, jobs_submitted, queue_changed
 from scheduler.validation import priority_error, submission_error
 
 
@@ -433,5 +433,5 @@ def terminate_job(actor, job: Job, reason: str, now=None) -> Job:
         job.refresh_from_db()
         record(actor, EventKind.TERMINATED, job=job, share=job.quota_share, when=now, reason=reason)
     queue_changed(job.job_queue_id)
-    wakeups.announce_queue(job.job_queue_id)  # its agents must stop it now
+    agents_must_hear(job.job_queue_id)  # its agents must stop it now
     return job

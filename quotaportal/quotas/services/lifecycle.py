@@ -13,7 +13,7 @@ from django.db.models import Case, DateTimeField, F, Value, When
 from django.utils import timezone
 
 from quotaportal.infra.bulk import update_rows
-from quotaportal.quotas import wakeups
+from quotaportal.quotas.audit import event_row, record
 from quotaportal.quotas.models import (
     DISPATCHED,
     ENVIRONMENT_TOO_SMALL,
@@ -26,9 +26,10 @@ from quotaportal.quotas.models import (
     JobStatus,
     PendingReason,
 )
-from quotaportal.quotas.services.audit import event_row, record
+from quotaportal.quotas.selectors import heads_waiting_since
+from quotaportal.quotas.services.jobs import terminate_job
 from quotaportal.quotas.services.retries import should_retry
-from quotaportal.quotas.services.ticks import queue_changed
+from quotaportal.quotas.ticking.changes import agents_must_hear, queue_changed
 
 ATTEMPT_TIMEOUT = "Attempt duration exceeded"
 
@@ -41,12 +42,11 @@ def end_attempt(
     exit_code: int | None = None,
     now=None,
     actor=None,
-    announce: bool = True,
 ) -> Job | None:
     """Close the running attempt; retry or finish the job. None when the job was not dispatched.
 
-    `announce` wakes the agents, whose other ranks of the job must stop; an agent reporting
-    the exit of the attempt's last running rank says False: there is nothing left to stop."""
+    Whether the job's agents must hear at once (its other ranks must stop) is the caller's to
+    say (changes.agents_must_hear): it knows where the ranks run."""
     now = now or timezone.now()
     with transaction.atomic():
         job = Job.objects.select_for_update().filter(pk=job.pk, status__in=DISPATCHED).first()
@@ -82,8 +82,6 @@ def end_attempt(
             attempt=job.attempt_count,
         )
     queue_changed(job.job_queue_id)
-    if announce:
-        wakeups.announce_queue(job.job_queue_id)  # the job's other ranks must stop
     return job
 
 
@@ -114,7 +112,7 @@ def progress_simulated(queue_id: int, now) -> None:
         if started + timedelta(seconds=seconds) <= now
     ]
     if due:
-        succeed_in_bulk(due, SIMULATED_DONE, now, in_tick=True)
+        succeed_in_bulk(due, SIMULATED_DONE, now)
 
 
 SIMULATED_DONE = "Simulated run completed"
@@ -126,16 +124,12 @@ def succeed_in_bulk(
     now,
     *,
     ended_at: dict | None = None,
-    in_tick: bool = False,
-    announce: bool = True,
 ) -> int:
     """end_attempt(succeeded=True) for many jobs in one statement (PostgreSQL; a handful on
     SQLite): a busy simulated queue ends dozens of jobs per tick, an agent's batch of reports
     several. The number of jobs ended (those still dispatched).
 
     `ended_at`: job id -> when it ended, for jobs that did not end `now` (an agent saw it).
-    `in_tick`: called by the tick itself, which plans the change next, so none is asked for.
-    `announce` False: nothing is left to stop (the reporting agent ran the jobs' last ranks).
     """
     when = {str(pk): (ended_at or {}).get(pk, now) for pk in job_ids}
     if connection.vendor == "postgresql":
@@ -143,9 +137,7 @@ def succeed_in_bulk(
     else:
         queue_ids = _succeed_portably(when, status_reason)
     for queue_id in sorted(set(queue_ids)):
-        queue_changed(queue_id, tick=not in_tick)
-        if announce:
-            wakeups.announce_queue(queue_id)
+        queue_changed(queue_id)
     return len(queue_ids)
 
 
@@ -234,9 +226,15 @@ def enforce_attempt_timeouts(queue_id: int, now) -> None:
         attempt_duration_seconds__isnull=False,
         started_at__isnull=False,
     ).only("id", "started_at", "attempt_duration_seconds", "job_queue_id")
-    for job in running:
-        if job.started_at + timedelta(seconds=job.attempt_duration_seconds) <= now:
-            end_attempt(job, succeeded=False, status_reason=ATTEMPT_TIMEOUT, now=now)
+    timed_out = [
+        job
+        for job in running
+        if job.started_at + timedelta(seconds=job.attempt_duration_seconds) <= now
+    ]
+    for job in timed_out:
+        end_attempt(job, succeeded=False, status_reason=ATTEMPT_TIMEOUT, now=now)
+    if timed_out:
+        agents_must_hear(queue_id)  # their ranks must stop
 
 
 def mark_started(job: Job, now=None) -> bool:
@@ -275,8 +273,6 @@ def enforce_runnable_time_limits(queue, now) -> int:
     action's max_time_seconds (since it was submitted or last requeued), blocked for that
     action's reason, is terminated, so the jobs behind it move up. Per reason the shortest
     limit applies. Returns how many were terminated."""
-    from quotaportal.quotas.selectors import heads_waiting_since
-    from quotaportal.quotas.services.jobs import terminate_job
 
     limits: dict[str, int] = {}
     for action in queue.job_state_time_limit_actions or []:

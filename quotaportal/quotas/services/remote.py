@@ -13,6 +13,7 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
+from quotaportal.quotas.audit import record
 from quotaportal.quotas.bridge import RECENT_PREEMPTIONS_KEPT
 from quotaportal.quotas.models import (
     DISPATCHED,
@@ -24,8 +25,7 @@ from quotaportal.quotas.models import (
     JobStatus,
     QuotaShare,
 )
-from quotaportal.quotas.services.audit import record
-from quotaportal.quotas.services.ticks import queue_changed
+from quotaportal.quotas.ticking.changes import queue_changed
 
 REMOTE = "AWS Batch"  # how the audit log names who decided
 

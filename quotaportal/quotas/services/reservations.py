@@ -14,12 +14,13 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from quotaportal.quotas.audit import record
 from quotaportal.quotas.backends import backend_for
 from quotaportal.quotas.errors import Conflict, InvalidInput
 from quotaportal.quotas.models import CapacityUnit, EventKind, Reservation, ServiceEnvironment
 from quotaportal.quotas.permissions import require_admin
-from quotaportal.quotas.services.audit import record
-from quotaportal.quotas.services.ticks import queue_changed, send_tick_at
+from quotaportal.quotas.ticking.changes import queue_changed
+from quotaportal.quotas.ticking.requests import send_tick_at
 from scheduler.validation import MAX_INSTANCES
 
 NAME_MAX = 128

@@ -9,6 +9,7 @@ from django.db import IntegrityError, transaction
 from rest_framework.authtoken.models import Token
 
 from quotaportal.infra.locks import lock_environment
+from quotaportal.quotas.audit import record
 from quotaportal.quotas.config_cache import config_changed
 from quotaportal.quotas.errors import Conflict, InvalidInput
 from quotaportal.quotas.models import (
@@ -27,9 +28,8 @@ from quotaportal.quotas.models import (
     Team,
 )
 from quotaportal.quotas.permissions import require_admin
-from quotaportal.quotas.services.audit import record
 from quotaportal.quotas.services.jobs import tags_error
-from quotaportal.quotas.services.ticks import queue_changed
+from quotaportal.quotas.ticking.changes import queue_changed
 from scheduler.validation import instance_count_error
 
 

@@ -6,6 +6,7 @@ import re
 
 from django.db import IntegrityError, transaction
 
+from quotaportal.quotas.audit import record
 from quotaportal.quotas.config_cache import config_changed
 from quotaportal.quotas.errors import Conflict, InvalidInput
 from quotaportal.quotas.models import (
@@ -19,9 +20,9 @@ from quotaportal.quotas.models import (
     Team,
 )
 from quotaportal.quotas.permissions import require_admin
-from quotaportal.quotas.services.audit import record
+from quotaportal.quotas.services.jobs import terminate_job
 from quotaportal.quotas.services.resources import checked_tags
-from quotaportal.quotas.services.ticks import queue_changed
+from quotaportal.quotas.ticking.changes import queue_changed
 from scheduler.validation import MAX_SHARES_PER_QUEUE, share_config_errors
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
@@ -186,7 +187,6 @@ def update_share(actor, share: QuotaShare, **changes) -> QuotaShare:
 @transaction.atomic
 def delete_share(actor, share: QuotaShare, reason: str = "Quota share deleted") -> None:
     """Delete a DISABLED share; its unfinished jobs end FAILED with `reason` (AWS behaviour)."""
-    from quotaportal.quotas.services.jobs import terminate_job  # jobs imports shares' helpers
 
     require_admin(actor, "delete quota shares")
     share = QuotaShare.objects.select_for_update().get(pk=share.pk)

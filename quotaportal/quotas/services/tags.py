@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from django.db import transaction
 
+from quotaportal.quotas.audit import record
 from quotaportal.quotas.errors import InvalidInput
 from quotaportal.quotas.models import EventKind, Job
 from quotaportal.quotas.permissions import require_admin, require_job_access
-from quotaportal.quotas.services.audit import record
 from quotaportal.quotas.services.jobs import MAX_TAGS, tags_error
 
 

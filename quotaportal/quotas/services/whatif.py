@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
 from functools import partial
@@ -32,9 +33,9 @@ from quotaportal.quotas.models import (
     WhatIfStatus,
 )
 from quotaportal.quotas.permissions import require_admin
+from quotaportal.quotas.replays.history import queue_history
 from quotaportal.quotas.services.resources import update_service_environment
 from quotaportal.quotas.services.shares import create_share, delete_share, limits_of, update_share
-from quotaportal.quotas.workloads import queue_history
 from scheduler import Ordering, Share, Strategy
 from scheduler.simulate import QueueConfig, QueueWorkload, Workload, simulate, utilization_series
 from scheduler.simulate.loaders import alibaba_openb, find_trace_dir
@@ -144,15 +145,25 @@ def start_what_if(actor, queue: JobQueue, draft: dict, source: str, since_hours:
     return what_if
 
 
+_worker: Callable[[str], None] | None = None  # the Celery task's delay (quotas.tasks)
+
+
+def use_worker(send: Callable[[str], None]) -> None:
+    """How a what-if reaches a worker: the Celery entry points register it as they load, so
+    this service does not import them."""
+    global _worker
+    _worker = send
+
+
 def _enqueue(what_if_id: str) -> None:
     """A Celery task runs the replays; QP_WHATIF_IN_PROCESS runs them here instead (tests,
     and a server without a worker)."""
     if settings.QP_WHATIF_IN_PROCESS:
         run_what_if(what_if_id)
         return
-    from quotaportal.quotas.tasks import run_what_if_task
-
-    run_what_if_task.delay(what_if_id)
+    if _worker is None:
+        raise RuntimeError("no what-if worker: quotaportal.quotas.tasks was never loaded")
+    _worker(what_if_id)
 
 
 def trace_available() -> bool:

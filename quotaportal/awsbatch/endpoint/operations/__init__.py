@@ -1,21 +1,8 @@
-"""Every operation of the endpoint, keyed by its lower-case name as in `POST /v1/<name>`."""
+"""Every operation of the endpoint: loading the modules fills the registry's OPERATIONS."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from quotaportal.awsbatch.endpoint.operations import jobs, resources, shares, snapshot
+from quotaportal.awsbatch.endpoint.operations.registry import OPERATIONS
 
-OPERATIONS: dict[str, Callable[[object, dict], dict]] = {}
-
-
-def operation(name: str):
-    """Register a handler `(actor, body) -> answer` for AWS operation `name`."""
-
-    def register(handler):
-        OPERATIONS[name.lower()] = handler
-        return handler
-
-    return register
-
-
-# Importing the modules fills OPERATIONS.
-from quotaportal.awsbatch.endpoint.operations import jobs, resources, shares, snapshot  # noqa: E402, F401
+__all__ = ["OPERATIONS", "jobs", "resources", "shares", "snapshot"]

@@ -8,7 +8,6 @@ from datetime import datetime, timedelta
 from django.db.models import Q
 
 from quotaportal.awsbatch.endpoint import lookups
-from quotaportal.awsbatch.endpoint.operations import operation
 from quotaportal.awsbatch.endpoint.operations.job_shapes import (
     describe_shape,
     job_arn,
@@ -20,6 +19,7 @@ from quotaportal.awsbatch.endpoint.operations.payload import (
     read_payload,
     simulated_seconds,
 )
+from quotaportal.awsbatch.endpoint.operations.registry import operation
 from quotaportal.awsbatch.endpoint.operations.resources import SAGEMAKER_TRAINING
 from quotaportal.awsbatch.endpoint.wire import (
     EPOCH,

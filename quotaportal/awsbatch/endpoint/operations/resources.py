@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from quotaportal.awsbatch.conventions import BACKEND_TAG
 from quotaportal.awsbatch.endpoint import lookups
-from quotaportal.awsbatch.endpoint.operations import operation
+from quotaportal.awsbatch.endpoint.operations.registry import operation
 from quotaportal.awsbatch.endpoint.wire import (
     AwsError,
     arn,

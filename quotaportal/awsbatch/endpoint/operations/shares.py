@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from quotaportal.awsbatch.conventions import TEAM_TAG
 from quotaportal.awsbatch.endpoint import lookups
-from quotaportal.awsbatch.endpoint.operations import operation
+from quotaportal.awsbatch.endpoint.operations.registry import operation
 from quotaportal.awsbatch.endpoint.operations.resources import limits_shape, read_capacity_limits
 from quotaportal.awsbatch.endpoint.wire import (
     AwsError,

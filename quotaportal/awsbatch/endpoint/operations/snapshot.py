@@ -6,7 +6,7 @@ from collections import defaultdict
 from datetime import UTC, datetime
 
 from quotaportal.awsbatch.endpoint import lookups
-from quotaportal.awsbatch.endpoint.operations import operation
+from quotaportal.awsbatch.endpoint.operations.registry import operation
 from quotaportal.awsbatch.endpoint.wire import arn, ms, required
 from quotaportal.quotas import selectors
 

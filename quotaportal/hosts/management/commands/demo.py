@@ -24,9 +24,9 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
 from quotaportal.hosts import services as host_services
-from quotaportal.quotas.loop import SchedulerLoop
 from quotaportal.quotas.management.commands.seed_demo import UNIT
 from quotaportal.quotas.models import Job, ServiceEnvironment
+from quotaportal.quotas.ticking.loop import SchedulerLoop
 
 
 def wait_for_port(host: str, port: int, timeout: float = 60.0) -> bool:

@@ -15,8 +15,9 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import close_old_connections
 
 from quotaportal.quotas.models import Backend, JobQueue, QuotaShare
-from quotaportal.quotas.services.tick import run_tick
-from quotaportal.quotas.workloads import RealClock, replay, setup_queues
+from quotaportal.quotas.replays.stack import RealClock, replay, setup_queues
+from quotaportal.quotas.tasks import tick_queue
+from quotaportal.quotas.ticking.run import run_tick
 from scheduler.simulate.loaders import kueue_baseline
 from scheduler.simulate.workload import WorkloadError, load_workload
 
@@ -129,8 +130,6 @@ class Command(BaseCommand):
 
         if settings.CELERY_TASK_ALWAYS_EAGER:
             return lambda queue, now: run_tick(queue.id)
-
-        from quotaportal.quotas.tasks import tick_queue
 
         def through_celery(queue, now):
             close_old_connections()

@@ -6,6 +6,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
+from quotaportal.quotas.replays.scenario_world import DbWorld
 from scheduler.scenarios.cli import run_files
 
 
@@ -25,7 +26,6 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, files, keep, **options):
-        from quotaportal.quotas.scenario_world import DbWorld
 
         settings.QP_IMMEDIATE_TICKS = False  # the scenario decides when ticks happen
         status = 0

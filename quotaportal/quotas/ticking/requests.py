@@ -1,4 +1,11 @@
-"""Marking a queue changed, and asking for a scheduler tick once the change has committed."""
+"""Asking for ticks: at once after a change (coalesced and spaced per environment), at an
+instant (a reservation's start or end, a SIMULATED job's), and the sender that carries a
+request to a worker.
+
+The Celery tasks (quotas.tasks) are entry points above this layer: they register themselves
+as the sender when the app loads (use_sender), so nothing here imports them. Without a
+sender (a process that never loaded the tasks) a request is logged and left to the beat.
+"""
 
 from __future__ import annotations
 
@@ -6,120 +13,38 @@ import logging
 import math
 import threading
 import time
-from contextlib import contextmanager
+from collections.abc import Callable
 from datetime import datetime
-from functools import partial
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import F
 
 from quotaportal.infra import redis_client
-from quotaportal.quotas import wakeups
 from quotaportal.quotas.models import JobQueue
 
 log = logging.getLogger(__name__)
 
 
-def queue_changed(queue_id: int, *, tick: bool = True) -> None:
-    """What the planner sees in this queue changed: bump its version and tick after commit.
+class Sender:
+    """How a tick request reaches a worker: `now(queue_id)` at once, `later(queue_id,
+    countdown=s)` after a while, `at(queue_id, eta=when)` at an instant; `eager` when tasks
+    run inline in this process (no broker)."""
 
-    Every service that changes jobs, shares, capacity or queue settings calls this, so a tick
-    can skip re-planning a queue whose version has not moved (see services.tick). A change
-    made by a tick itself, which plans right after, asks for no other tick (`tick` False).
-    """
-    JobQueue.objects.filter(pk=queue_id).update(state_version=F("state_version") + 1)
-    if tick:
-        tick_after_commit(queue_id)
+    def __init__(self, now: Callable, later: Callable, at: Callable, eager: Callable[[], bool]):
+        self.now, self.later, self.at, self.eager = now, later, at, eager
 
 
-def jobs_submitted(queue_id: int) -> None:
-    """queue_changed for new jobs: a tick after commit, and no version bump. New jobs raise
-    the queue's active-job count, which the tick compares with the version, so the next tick
-    plans them; bumping the version in every submit made concurrent submits, and ticks, take
-    turns on the queue's row."""
-    tick_after_commit(queue_id)
+_sender: Sender | None = None
 
 
-def tick_after_commit(queue_id: int) -> None:
-    """After this transaction commits, enqueue an immediate tick of the queue (DESIGN.md §7)."""
-    if not getattr(settings, "QP_IMMEDIATE_TICKS", True):
-        return
-    inline = getattr(_inline, "scope", None)
-    if inline is not None and environment_of(queue_id) == inline.env_id:
-        inline.queue_ids.add(queue_id)  # the caller ticks before it commits
-        return
-    transaction.on_commit(partial(enqueue_tick, queue_id))
+def use_sender(sender: Sender) -> None:
+    global _sender
+    _sender = sender
 
 
-class InlineTick:
-    """The queues of one environment whose changes wait for the caller's own tick, and what
-    that tick dispatched and preempted (announce_dispatch)."""
-
-    def __init__(self, env_id: int):
-        self.env_id = env_id
-        self.queue_ids: set[int] = set()
-        self.started: list[str] = []
-        self.preempted = 0
-
-
-_inline = threading.local()
-INLINE_TICK_BUDGET_SECONDS = 0.25  # a tick slower than this goes back to the workers ...
-INLINE_COOLDOWN_SECONDS = 60.0  # ... for this long
-_slow_inline: dict[int, float] = {}  # environment id -> monotonic time it may tick inline again
-
-
-@contextmanager
-def ticking_inline(env_id: int):
-    """Changes made in this block to the environment's queues enqueue no tick: the caller
-    ticks the environment itself, in its transaction, once its changes are made (an agent's
-    batch of exits, answered with the work that tick placed). Yields the InlineTick, or None
-    while the environment's ticks are too slow to hold up a request (changes then enqueue
-    ticks as usual)."""
-    if time.monotonic() < _slow_inline.get(env_id, 0.0):
-        yield None
-        return
-    outer, _inline.scope = getattr(_inline, "scope", None), InlineTick(env_id)
-    try:
-        yield _inline.scope
-    finally:
-        _inline.scope = outer
-
-
-@contextmanager
-def collecting_dispatches(scope: InlineTick):
-    """The caller's own tick runs in this block: what it dispatches goes to `scope`, and the
-    caller decides whom to wake."""
-    _inline.ticking = scope
-    try:
-        yield
-    finally:
-        _inline.ticking = None
-
-
-def announce_dispatch(env_id: int, started: list[str], preempted: int) -> None:
-    """A tick dispatched or preempted jobs: once it commits, wake the environment's waiting
-    heartbeats so their agents learn of it at once. An inline tick leaves that to its caller
-    (collecting_dispatches): its answer carries the reporting host's new work, and the
-    heartbeats it would wake might only read that nothing else changed."""
-    scope = getattr(_inline, "ticking", None)
-    if scope is not None and scope.env_id == env_id:
-        scope.started.extend(started)
-        scope.preempted += preempted
-        return
-    wakeups.announce(env_id)
-
-
-def tick_took(env_id: int, seconds: float) -> None:
-    """Record how long an inline tick took: a slow one sends the next ones to the workers."""
-    if seconds > INLINE_TICK_BUDGET_SECONDS:
-        log.info(
-            "inline tick of environment %s took %.0f ms; ticking it on the workers for %.0f s",
-            env_id,
-            seconds * 1000,
-            INLINE_COOLDOWN_SECONDS,
-        )
-        _slow_inline[env_id] = time.monotonic() + INLINE_COOLDOWN_SECONDS
+def sender() -> Sender:
+    if _sender is None:
+        raise RuntimeError("no tick sender: quotaportal.quotas.tasks was never loaded")
+    return _sender
 
 
 def enqueue_tick(queue_id: int) -> bool:
@@ -131,16 +56,14 @@ def enqueue_tick(queue_id: int) -> bool:
     The change has committed already, so a broker outage must not fail the request: the next
     beat (or the embedded loop) ticks the queue anyway. True when a tick was enqueued.
     """
-    from quotaportal.quotas.tasks import tick_queue
-
     try:
         wait = gate.claim(queue_id)
         if wait is None:
             return False
         if wait > 0:
-            tick_queue.apply_async((queue_id,), {"immediate": True}, countdown=wait)
+            sender().later(queue_id, countdown=wait)
         else:
-            tick_queue.delay(queue_id, immediate=True)
+            sender().now(queue_id)
     except Exception:  # the broker's errors vary by transport (redis, kombu, OSError)
         log.exception("could not enqueue a tick of queue %s; the next beat will tick it", queue_id)
         try:
@@ -151,26 +74,11 @@ def enqueue_tick(queue_id: int) -> bool:
     return True
 
 
-def tick_when_due(queue_id: int, when: datetime) -> None:
-    """After this transaction commits, ask for a tick of the queue's environment at `when`:
-    the instant its backend's state changes by itself (a SIMULATED job's end), so the change
-    is planned at once rather than at the next beat.
-
-    One such tick waits per environment, the earliest asked for: every tick asks again for
-    what is due after it, so later instants are never lost. Without a broker the embedded
-    loop wakes for it (next_local_wake). The caller checks QP_IMMEDIATE_TICKS (the tick does,
-    before it asks its backend when).
-    """
-    transaction.on_commit(partial(_schedule_wake, queue_id, when))
-
-
 def send_tick_at(queue_id: int, when: datetime) -> None:
     """A tick of the queue's environment at `when`, waiting for a tick in progress rather
     than skipping (the instant matters: a reservation starts, a simulated job ends)."""
-    from quotaportal.quotas.tasks import tick_queue
-
     try:
-        tick_queue.apply_async((queue_id,), {"wait": True}, eta=when)
+        sender().at(queue_id, eta=when)
     except Exception:  # the broker's errors vary; the beat ticks soon after anyway
         log.exception("could not schedule a tick of queue %s at %s", queue_id, when)
 
@@ -181,13 +89,16 @@ _local_wakes: dict[int, datetime] = {}  # environment id -> earliest wake, witho
 _local_wakes_lock = threading.Lock()
 
 
-def _schedule_wake(queue_id: int, when: datetime) -> None:
-    from quotaportal.quotas.tasks import tick_queue
-
+def schedule_wake(queue_id: int, when: datetime) -> None:
+    """A tick of the queue's environment at `when`: the instant its backend's state changes by
+    itself (a SIMULATED job's end), so the change is planned at once rather than at the next
+    beat. One such tick waits per environment, the earliest asked for: every tick asks again
+    for what is due after it, so later instants are never lost. Without a broker the embedded
+    loop wakes for it (next_local_wake)."""
     env_id = environment_of(queue_id)
     if env_id is None:
         return
-    if tick_queue.app.conf.task_always_eager:  # a task would run here and now, inline
+    if sender().eager():  # a task would run here and now, inline
         with _local_wakes_lock:
             if env_id not in _local_wakes or when < _local_wakes[env_id]:
                 _local_wakes[env_id] = when

@@ -25,7 +25,6 @@ import time
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import timedelta
-from functools import partial
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
@@ -47,22 +46,33 @@ from quotaportal.quotas.models import (
     TickStat,
     UtilizationSample,
 )
-from quotaportal.quotas.services import ticks
 from quotaportal.quotas.services.lifecycle import (
     enforce_attempt_timeouts,
     enforce_runnable_time_limits,
 )
+from quotaportal.quotas.ticking import changes
 from scheduler import InvariantViolation, check_plan, plan_tick
 
 log = logging.getLogger(__name__)
 
 
-def run_tick(queue_id: int, now=None, *, wait: bool = False) -> SchedulerRun | None:
-    """Tick the queue's service environment (all its queues); the run of this queue.
+def run_tick(queue_id: int, now=None) -> SchedulerRun | None:
+    """A periodic tick of the queue's service environment (all its queues), skipped when
+    another tick of it is in progress: the run of this queue.
 
-    None when the queue no longer exists (a tick enqueued before it was deleted) or is not
-    ENABLED: there is nothing to do, and that is no error.
+    None when the queue no longer exists (a tick enqueued before it was deleted): there is
+    nothing to do, and that is no error.
     """
+    return _tick_queue_environment(queue_id, now, try_lock_environment)
+
+
+def run_tick_waiting(queue_id: int) -> SchedulerRun | None:
+    """A tick asked for by a change or due at an instant: it waits for a tick in progress to
+    finish instead of skipping, so the change is always planned at once."""
+    return _tick_queue_environment(queue_id, None, lock_environment)
+
+
+def _tick_queue_environment(queue_id: int, now, take_lock) -> SchedulerRun | None:
     env_id = (
         JobQueue.objects.filter(pk=queue_id)
         .values_list("service_environment_id", flat=True)
@@ -71,32 +81,18 @@ def run_tick(queue_id: int, now=None, *, wait: bool = False) -> SchedulerRun | N
     if env_id is None:
         log.info("tick of job queue %s skipped: the queue no longer exists", queue_id)
         return None
-    return run_environment_tick(env_id, now, asked_by=queue_id, wait=wait).get(queue_id)
+    return run_environment_tick(env_id, now, asked_by=queue_id, take_lock=take_lock).get(queue_id)
 
 
 def run_environment_tick(
-    env_id: int,
-    now=None,
-    asked_by: int | None = None,
-    *,
-    wait: bool = False,
-    holding_lock: bool = False,
+    env_id: int, now=None, asked_by: int | None = None, take_lock=try_lock_environment
 ) -> dict:
     """Tick every ENABLED queue of the environment, higher priority first: queue id -> run.
-
-    With `wait` (an immediate tick, asked for by a change) it waits for a tick in progress to
-    finish instead of skipping, so the change is always planned at once. `holding_lock`: the
-    caller's transaction holds the environment's tick lock already, in a savepoint of its own
-    (tick_inline); such a tick plans the caller's changes only, and leaves time-driven state
-    (lost hosts, attempt and RUNNABLE time limits, simulated runs) to the workers' ticks,
-    which come every QP_TICK_SECONDS anyway.
-    """
+    `take_lock` takes the environment's tick lock (false when it is held elsewhere: the tick
+    records a skipped run)."""
     runs = {}
-    with transaction.atomic(savepoint=not holding_lock):
-        if holding_lock:
-            locked = True
-        else:
-            locked = lock_environment(env_id) if wait else try_lock_environment(env_id)
+    with transaction.atomic():
+        locked = take_lock(env_id)
         # The time is read once the lock is held: a tick that waited plans as of now.
         now = now or timezone.now()
         if not locked:
@@ -104,23 +100,36 @@ def run_environment_tick(
                 runs[asked_by] = _record_skip(asked_by, now)
                 count_tick(asked_by, TICK_SKIPPED, 0.0)
             return runs
-        queues = (
-            JobQueue.objects.select_related("service_environment")
-            .filter(service_environment_id=env_id)
-            .filter(_tickable() | Q(pk=asked_by))
-            .order_by("-priority", "name")
-        )
-        # A reservation's end is time-driven state too: a caller's tick leaves fitting usage
-        # to it to the workers' next tick (till then, usage above capacity drains).
-        ended = [] if holding_lock else _ended_unfitted(env_id, now)
+        ended = _ended_unfitted(env_id, now)
         fit_units = {unit for _, unit in ended}
-        for queue in queues:
-            runs[queue.id] = _tick_queue(queue, now, fit_units, advance=not holding_lock)
+        for queue in _queues_to_tick(env_id, asked_by):
+            runs[queue.id] = _tick_queue(queue, now, _Turn(fit_units=fit_units))
         # Fitted once (unless a queue's plan failed: the next tick tries again); later drops
         # below usage, such as a lost host, drain instead of preempting.
         if not any(run.error for run in runs.values()):
             Reservation.objects.filter(id__in=[i for i, _ in ended]).update(fitted_at=now)
     return runs
+
+
+def _queues_to_tick(env_id: int, asked_by: int | None = None):
+    return (
+        JobQueue.objects.select_related("service_environment")
+        .filter(service_environment_id=env_id)
+        .filter(_tickable() | Q(pk=asked_by))
+        .order_by("-priority", "name")
+    )
+
+
+@dataclass(frozen=True)
+class _Turn:
+    """How a queue is ticked: a periodic or asked-for tick moves time-driven state on first
+    (lost hosts, attempt and RUNNABLE time limits, simulated runs) and fits usage to the
+    units whose reservation ended; a caller's own tick (tick_held) plans the caller's
+    changes only, in the caller's transaction, and leaves the rest to the workers' ticks,
+    which come every QP_TICK_SECONDS anyway."""
+
+    advance: bool = True
+    fit_units: frozenset[str] | set[str] = frozenset()
 
 
 def _ended_unfitted(env_id: int, now) -> list[tuple[int, str]]:
@@ -133,26 +142,48 @@ def _ended_unfitted(env_id: int, now) -> list[tuple[int, str]]:
     )
 
 
-def tick_inline(scope: ticks.InlineTick | None) -> bool:
+INLINE_TICK_BUDGET_SECONDS = 0.25  # a caller's tick slower than this sends the next ...
+INLINE_COOLDOWN_SECONDS = 60.0  # ... ones of its environment to the workers for this long
+_slow_inline: dict[int, float] = {}  # environment id -> monotonic time it may tick inline again
+
+
+def tick_held(held: changes.Held, now=None) -> bool:
     """Tick the environment now, in the caller's transaction (which holds its tick lock), for
-    the changes `scope` collected (ticks.ticking_inline). A tick that fails rolls back alone
-    and enqueues the ticks those changes asked for, so none is lost. True when it ticked."""
-    if scope is None or not scope.queue_ids:
+    the changes `held` collected (changes.holding). A tick that fails rolls back alone, and one
+    of an environment whose ticks are too slow to hold up a request is not tried: either way
+    what was held goes to the commit (ticks enqueued, agents woken), so none is lost. True
+    when it ticked."""
+    if not held.queue_ids:
+        return False
+    if time.monotonic() < _slow_inline.get(held.env_id, 0.0):
+        changes.release(held)
         return False
     started = time.perf_counter()
     try:
-        with transaction.atomic(), ticks.collecting_dispatches(scope):
-            run_environment_tick(scope.env_id, holding_lock=True)
+        with transaction.atomic():
+            now = now or timezone.now()
+            for queue in _queues_to_tick(held.env_id):
+                _tick_queue(queue, now, _Turn(advance=False))
     except Exception:
-        scope.started.clear()
-        scope.preempted = 0  # rolled back: the workers' tick announces what it does
-        log.exception("inline tick of environment %s failed; enqueued instead", scope.env_id)
-        for queue_id in scope.queue_ids:
-            transaction.on_commit(partial(ticks.enqueue_tick, queue_id))
+        log.exception("inline tick of environment %s failed; enqueued instead", held.env_id)
+        changes.release(held)
         return False
     finally:
-        ticks.tick_took(scope.env_id, time.perf_counter() - started)
+        _took(held.env_id, time.perf_counter() - started)
+    held.queue_ids.clear()
     return True
+
+
+def _took(env_id: int, seconds: float) -> None:
+    """Record how long a caller's tick took: a slow one sends the next ones to the workers."""
+    if seconds > INLINE_TICK_BUDGET_SECONDS:
+        log.info(
+            "inline tick of environment %s took %.0f ms; ticking it on the workers for %.0f s",
+            env_id,
+            seconds * 1000,
+            INLINE_COOLDOWN_SECONDS,
+        )
+        _slow_inline[env_id] = time.monotonic() + INLINE_COOLDOWN_SECONDS
 
 
 def _tickable() -> Q:
@@ -166,16 +197,18 @@ def tickable_queue_ids() -> list[int]:
     return list(JobQueue.objects.filter(_tickable()).values_list("id", flat=True))
 
 
-def _tick_queue(
-    queue: JobQueue, now, fit_units: set[str] = frozenset(), *, advance: bool = True
-) -> SchedulerRun:
+def _tick_queue(queue: JobQueue, now, turn: _Turn) -> SchedulerRun:
     started = time.perf_counter()
-    # A caller's tick (advance False) writes nothing before its plan is checked, and the
-    # caller's savepoint (tick_inline) rolls back any other failure: no savepoint of its own,
-    # two statements fewer in every batch of reports that frees a GPU.
+    # A caller's tick writes nothing before its plan is checked, and the caller's savepoint
+    # (tick_held) rolls back any other failure: no savepoint of its own, two statements fewer
+    # in every batch of reports that frees a GPU.
     try:
-        with transaction.atomic() if advance else nullcontext(), _collector_paused():
-            outcome = _tick_locked(queue, now, fit_units, advance)
+        with (
+            transaction.atomic() if turn.advance else nullcontext(),
+            _collector_paused(),
+            changes.planning(queue.id),
+        ):
+            outcome = _tick_locked(queue, now, turn)
     except InvariantViolation as err:
         log.error("tick of queue %s produced an invalid plan, nothing applied: %s", queue.id, err)
         return _recorded(
@@ -277,9 +310,10 @@ class _Outcome:
     preempted: int = 0
 
 
-def _tick_locked(queue: JobQueue, now, fit_units: set[str], advance: bool = True) -> _Outcome:
-    """Plan and apply (replanned False when nothing changed since the last plan); first, with
-    `advance`, move time-driven state on."""
+def _tick_locked(queue: JobQueue, now, turn: _Turn) -> _Outcome:
+    """Plan and apply (replanned False when nothing changed since the last plan); first, on a
+    turn that advances, move time-driven state on."""
+    advance, fit_units = turn.advance, turn.fit_units
     backend = backend_for(queue.service_environment)
     calls = (backend.advance(queue, now) or 0) if advance else 0
     if backend.schedules_itself:
@@ -314,7 +348,7 @@ def _tick_locked(queue: JobQueue, now, fit_units: set[str], advance: bool = True
         started = [job_id for job_id in started if job_id not in unplaced]
     dispatched = len(started)
     if dispatched or preempted:
-        ticks.announce_dispatch(queue.service_environment_id, started, preempted)
+        changes.dispatched(queue.service_environment_id, started, preempted)
     sampled = record_sample(queue, bridge.usage_after(loaded.snapshot, plan), now)
     # Only a plan that changed nothing is a fixed point worth remembering; after any change
     # the next tick must plan again (a preempted job may start, a blocked share may move).
@@ -328,7 +362,7 @@ def _tick_at_next_change(queue: JobQueue, backend, now) -> None:
     """A backend whose jobs start and end by themselves (SIMULATED) gets a tick at that
     instant, as an agent's report would bring one; only where ticks follow changes at all."""
     if settings.QP_IMMEDIATE_TICKS and (when := backend.next_change(queue, now)) is not None:
-        ticks.tick_when_due(queue.id, when)
+        changes.tick_due(queue.id, when)
 
 
 def _remember_plan(

@@ -14,9 +14,10 @@ from django.conf import settings
 from django.db import close_old_connections, connection
 from django.utils import timezone
 
-from quotaportal.quotas.services import estimates, reservations, ticks
-from quotaportal.quotas.services.tick import run_tick, tickable_queue_ids
-from quotaportal.quotas.tasks import prune_history
+from quotaportal.quotas.services import estimates, reservations
+from quotaportal.quotas.services.history import prune_history
+from quotaportal.quotas.ticking import requests
+from quotaportal.quotas.ticking.run import run_tick, tickable_queue_ids
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +50,7 @@ class SchedulerLoop(threading.Thread):
         """The period, or less when a reservation starts or ends sooner (capacity changes at
         that instant) or a tick asked to run sooner (a SIMULATED job ends then): the tick
         must not wait a whole period to notice."""
-        asked = ticks.next_local_wake()
+        asked = requests.next_local_wake()
         try:
             upcoming = reservations.next_capacity_change()
         except Exception:  # a database hiccup must not stop the loop; it ticks on its period

@@ -33,6 +33,7 @@ from quotaportal.quotas.models import (
     ShareCapacityLimit,
     Team,
 )
+from quotaportal.quotas.ticking.run import run_tick
 from scheduler.bench import synthetic_snapshot
 
 
@@ -149,7 +150,7 @@ def forget_last_plan(queue: JobQueue) -> None:
 def settle(queue: JobQueue, most: int = 30) -> int:
     """Tick until a tick starts and preempts nothing; returns the ticks it took."""
     for count in range(1, most + 1):
-        run = services.run_tick(queue.id)
+        run = run_tick(queue.id)
         if not run.dispatched and not run.preempted:
             return count
     raise CommandError(f"the queue did not settle within {most} ticks")
@@ -205,15 +206,15 @@ class Command(BaseCommand):
 
     def measure(self, queue: JobQueue, repeat: int, dispatch: int, say) -> dict:
         say("timing ticks that change nothing ...")
-        tick_ms = _median_ms(lambda: services.run_tick(queue.id), repeat)
+        tick_ms = _median_ms(lambda: run_tick(queue.id), repeat)
         replan_ms = _median_ms(
-            lambda: services.run_tick(queue.id), repeat, setup=lambda: forget_last_plan(queue)
+            lambda: run_tick(queue.id), repeat, setup=lambda: forget_last_plan(queue)
         )
         select_ms = _median_ms(lambda: raw_select(queue.id), repeat)
         say(f"growing capacity so about {dispatch:,} jobs can start ...")
         grow_capacity(queue, dispatch)
         start = time.perf_counter()
-        run = services.run_tick(queue.id)
+        run = run_tick(queue.id)
         grow_ms = (time.perf_counter() - start) * 1000
         return {
             "tick_ms": round(tick_ms, 2),

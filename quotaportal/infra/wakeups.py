@@ -1,12 +1,10 @@
-"""Telling waiting agents that the work of a service environment changed.
+"""Wake-ups: telling whoever waits on a service environment that it changed.
 
 A heartbeat may wait (long-poll) until what should run on its host changes. Whatever changes
-that (a tick that starts or preempts jobs, a terminated job, an ended attempt) announces the
-environment once its transaction commits. Waiters block on an in-process condition; with
-REDIS_URL set, announcements travel between processes (web workers, Celery worker) over Redis
-pub/sub, relayed into each process's condition by one listener thread.
-
-The domain only announces; the LOCAL backend's heartbeat is the one that waits.
+that is announced by the ticking layer once its transaction commits (quotas.ticking.changes),
+through publish() here. Waiters block on an in-process condition; with REDIS_URL set,
+announcements travel between processes (web workers, Celery worker) over Redis pub/sub,
+relayed into each process's condition by one listener thread.
 """
 
 from __future__ import annotations
@@ -17,7 +15,6 @@ import time
 from collections import defaultdict
 
 from django.conf import settings
-from django.db import transaction
 
 from quotaportal.infra import redis_client
 
@@ -30,19 +27,8 @@ _listener: threading.Thread | None = None
 _listener_lock = threading.Lock()
 
 
-def announce(env_id: int) -> None:
-    """After the current transaction commits, wake every heartbeat waiting on `env_id`."""
-    transaction.on_commit(lambda: _publish(env_id))
-
-
-def announce_queue(queue_id: int) -> None:
-    from quotaportal.quotas.services.ticks import environment_of
-
-    if (env_id := environment_of(queue_id)) is not None:
-        announce(env_id)
-
-
-def _publish(env_id: int) -> None:
+def publish(env_id: int) -> None:
+    """Wake every waiter on `env_id`, here and (with Redis) in every other process, now."""
     _wake(env_id)
     if not settings.REDIS_URL:
         return

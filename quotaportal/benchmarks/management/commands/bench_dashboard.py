@@ -19,8 +19,8 @@ from django.db import connection, transaction
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from quotaportal.quotas import services
-from quotaportal.quotas.management.commands.bench_tick import seed
+from quotaportal.benchmarks.management.commands.bench_tick import seed
+from quotaportal.quotas.ticking.run import run_tick
 
 
 class _Rollback(Exception):
@@ -41,7 +41,7 @@ class Command(BaseCommand):
         try:
             with transaction.atomic():
                 queue = seed(runnable=jobs * 9 // 10, dispatched=jobs // 10, shares=shares, units=5)
-                services.run_tick(queue.id)
+                run_tick(queue.id)
                 figures = self.measure(queue.name, repeat)
                 raise _Rollback
         except _Rollback:

@@ -1,14 +1,11 @@
-"""Workloads from and into the database: a queue's history as a simulator workload, its
-configuration as the simulator sees it, and a replay of a workload through the services.
-
-Reads live here; every write of a replay goes through `services` (submit, tick, setup).
-"""
+"""A workload replayed through the whole stack: its jobs submitted through the services at
+their submit times, each running its duration on a SIMULATED environment, ticked as in
+production (or on a period). Every write goes through `services`."""
 
 from __future__ import annotations
 
-import re
 import time
-from collections import defaultdict, deque
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -16,105 +13,18 @@ from itertools import groupby
 
 from django.utils import timezone
 
-from quotaportal.quotas import bridge, services
+from quotaportal.quotas import services
 from quotaportal.quotas.models import (
     ACTIVE,
     CapacityUnit,
-    Event,
-    EventKind,
     Job,
     JobQueue,
     Team,
 )
-from scheduler.simulate import QueueConfig, QueueWorkload, WorkJob, Workload, capacity_bound_s
+from quotaportal.quotas.ticking.run import run_tick
+from scheduler.simulate import WorkJob, Workload, capacity_bound_s
 
 POLL_S = 0.25
-DURATION = re.compile(r"^\s*(\d+)\s*([smhd])\s*$")
-UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def parse_duration(text: str) -> timedelta:
-    """'7d', '12h', '30m' or '90s' as a timedelta; ValueError says what is accepted."""
-    match = DURATION.match(text or "")
-    if not match or int(match[1]) == 0:
-        raise ValueError(
-            f"{text!r} is not a duration: write a whole number and s, m, h or d, e.g. 7d"
-        )
-    return timedelta(seconds=int(match[1]) * UNITS[match[2]])
-
-
-def queue_config(queue: JobQueue) -> QueueConfig:
-    """The queue as the scheduler sees it now: capacity, shares and ordering."""
-    snapshot = bridge.load_snapshot(queue).snapshot
-    return QueueConfig(queue.name, dict(snapshot.capacity), snapshot.shares, snapshot.ordering)
-
-
-def queue_history(queue: JobQueue, since: timedelta, now: datetime | None = None) -> Workload:
-    """The jobs submitted to the queue in the last `since`, as a workload on today's
-    configuration. A job runs as long as its last attempt did (a running one: so far; one
-    that never ran: its simulated duration, else it is left out)."""
-    now = now or timezone.now()
-    start = now - since
-    jobs = list(
-        Job.objects.filter(job_queue=queue, created_at__gte=start, quota_share__isnull=False)
-        .select_related("capacity_unit")
-        .order_by("created_at", "id")
-    )
-    changes = _priority_changes([job.pk for job in jobs])
-    first = jobs[0].created_at if jobs else start
-    work, left_out, still_running = [], 0, 0
-    for job in jobs:
-        duration = _run_time(job, now)
-        if duration is None:
-            left_out += 1
-            continue
-        if job.started_at is not None and job.stopped_at is None:
-            still_running += 1
-        history = changes.get(job.pk, [])
-        priority = history[0][1] if history else job.scheduling_priority
-        work.append(
-            WorkJob(
-                str(job.pk),
-                job.share_name,
-                job.capacity_unit.name,
-                job.quantity,
-                priority,
-                (job.created_at - first).total_seconds(),
-                float(duration),
-                tuple(((at - first).total_seconds(), to) for at, _, to in history),
-            )
-        )
-    notes = (
-        f"queue {queue.name}: {len(work):,} jobs submitted since {start:%Y-%m-%d %H:%M} UTC, "
-        f"on today's configuration",
-        f"durations from each job's last run; {still_running:,} still running (duration so far), "
-        f"{left_out:,} never ran and were left out",
-    )
-    return Workload(
-        f"{queue.name}-history", (QueueWorkload(queue_config(queue), tuple(work)),), notes
-    )
-
-
-def _run_time(job: Job, now: datetime) -> float | None:
-    """Seconds the job's last run took (so far, while it runs): from RUNNING to its end."""
-    if job.started_at is not None:
-        return max(0.0, ((job.stopped_at or now) - job.started_at).total_seconds())
-    return job.simulated_duration_seconds
-
-
-def _priority_changes(job_ids: list) -> dict:
-    """Job id -> [(time, from, to)] of its priority changes, oldest first."""
-    result = defaultdict(list)
-    for job_id, at, detail in (
-        Event.objects.filter(job_id__in=job_ids, kind=EventKind.PRIORITY_CHANGED)
-        .order_by("time", "id")
-        .values_list("job_id", "time", "detail")
-    ):
-        result[job_id].append((at, detail.get("from"), detail.get("to")))
-    return result
-
-
-# -- replaying a workload through the services -----------------------------------------------
 
 
 class RealClock:
@@ -223,7 +133,7 @@ def replay(
     clock = clock or RealClock()
     if isinstance(clock, VirtualClock) and not tick_s:
         raise ValueError("a replay on a virtual clock needs tick_s: nothing else moves time")
-    tick = tick or (lambda queue, now: services.run_tick(queue.id, now=now))
+    tick = tick or (lambda queue, now: run_tick(queue.id, now=now))
     pending = _workload_events(workload)
     total = workload.job_count
     first = pending[0][0] if pending else 0.0
@@ -325,15 +235,3 @@ def _unfinished(queues: dict, since: datetime) -> int:
     return Job.objects.filter(
         job_queue__in=list(queues.values()), created_at__gte=since, status__in=ACTIVE
     ).count()
-
-
-__all__ = [
-    "RealClock",
-    "ReplayResult",
-    "VirtualClock",
-    "parse_duration",
-    "queue_config",
-    "queue_history",
-    "replay",
-    "setup_queues",
-]

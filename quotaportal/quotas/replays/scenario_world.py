@@ -21,6 +21,7 @@ from quotaportal.quotas.models import (
     SchedulerRun,
 )
 from quotaportal.quotas.services import reservations
+from quotaportal.quotas.ticking.run import run_tick
 from scheduler.scenarios.format import Scenario
 from scheduler.scenarios.world import DISPATCHED as SCENARIO_DISPATCHED
 from scheduler.scenarios.world import Observation, StepRejected
@@ -108,7 +109,7 @@ class DbWorld:
         self.ids[job] = created.id
 
     def tick(self, now):
-        run = services.run_tick(self.queue.id, now=at(now))
+        run = run_tick(self.queue.id, now=at(now))
         self.violations = [run.error] if run.error else []
         names = {v: k for k, v in self.ids.items()}
         kinds = {

@@ -1,0 +1,12 @@
+"""The ticking layer: when a service environment is planned, and who hears of it.
+
+- changes: what a transaction changed (services say so), acted on once at commit: an
+  immediate tick per environment, wake-ups for waiting agents, ticks at instants;
+- requests: asking a worker for a tick, coalesced to one waiting per environment and spaced
+  after the last one (TickGate), or at an instant;
+- run: the tick itself (snapshot, plan, check, apply per queue, under the environment's
+  advisory lock), and a caller's own tick of an environment it holds (tick_held);
+- loop: the embedded default's scheduler thread (no Celery).
+
+The Celery tasks (quotas.tasks) are thin entry points above it.
+"""
