@@ -10,11 +10,11 @@ import sys
 
 REPORT = """
 import gc, json, sys
-loaded_before = "quotaportal.api.views" in sys.modules
+loaded_before = "quotaportal.api.jobs" in sys.modules
 import quotaportal.wsgi
 print(json.dumps({
     "views_before": loaded_before,
-    "views": "quotaportal.api.views" in sys.modules,
+    "views": "quotaportal.api.jobs" in sys.modules,
     "web_views": "quotaportal.web.views" in sys.modules,
     "redis": "redis" in sys.modules,
     "frozen": gc.get_freeze_count(),

@@ -3,20 +3,22 @@ from __future__ import annotations
 from django.urls import path
 from rest_framework.routers import DefaultRouter
 
-from quotaportal.api import agent, views
+from quotaportal.api import agent, configuration, environments, hosts, jobs, queues, shares
 
 router = DefaultRouter()
-router.register("teams", views.TeamViewSet, basename="team")
-router.register("capacity-units", views.CapacityUnitViewSet, basename="capacity-unit")
+router.register("teams", configuration.TeamViewSet, basename="team")
+router.register("capacity-units", configuration.CapacityUnitViewSet, basename="capacity-unit")
 router.register(
-    "service-environments", views.ServiceEnvironmentViewSet, basename="service-environment"
+    "service-environments", environments.ServiceEnvironmentViewSet, basename="service-environment"
 )
-router.register("scheduling-policies", views.SchedulingPolicyViewSet, basename="scheduling-policy")
-router.register("job-queues", views.JobQueueViewSet, basename="job-queue")
-router.register("quota-shares", views.QuotaShareViewSet, basename="quota-share")
-router.register("jobs", views.JobViewSet, basename="job")
-router.register("hosts", views.HostViewSet, basename="host")
-router.register("agent-tokens", views.AgentTokenViewSet, basename="agent-token")
+router.register(
+    "scheduling-policies", configuration.SchedulingPolicyViewSet, basename="scheduling-policy"
+)
+router.register("job-queues", queues.JobQueueViewSet, basename="job-queue")
+router.register("quota-shares", shares.QuotaShareViewSet, basename="quota-share")
+router.register("jobs", jobs.JobViewSet, basename="job")
+router.register("hosts", hosts.HostViewSet, basename="host")
+router.register("agent-tokens", hosts.AgentTokenViewSet, basename="agent-token")
 
 urlpatterns = [
     path("agent/register/", agent.RegisterView.as_view(), name="agent-register"),

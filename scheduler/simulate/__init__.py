@@ -14,7 +14,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from scheduler.simulate.engine import JobOutcome, QueueRun, QueueSimulation, Running, SkipWasWrong
+from scheduler.simulate.engine import QueueSimulation
+from scheduler.simulate.engine_state import JobOutcome, QueueRun, Running, SkipWasWrong
 from scheduler.simulate.report import (
     all_waits,
     combined_summary,

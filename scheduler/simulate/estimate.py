@@ -14,7 +14,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import replace
 
-from scheduler.simulate.engine import QueueSimulation, Running
+from scheduler.simulate.engine import QueueSimulation
+from scheduler.simulate.engine_state import Running
 from scheduler.simulate.report import percentile, rounded
 from scheduler.simulate.workload import QueueConfig, QueueWorkload, WorkJob
 

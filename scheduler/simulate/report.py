@@ -7,7 +7,7 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
-from scheduler.simulate.engine import QueueRun
+from scheduler.simulate.engine_state import QueueRun
 from scheduler.simulate.workload import QueueWorkload, capacity_bound_s
 from scheduler.utilization import share_breakdown
 

@@ -38,7 +38,7 @@ def dashboard(request):
         data["preemptions"] = describe(data["preemptions"])
         context |= data | {
             "chart": usage_chart(data["history"], data["capacity"], now),
-            "jobs_url": f"{reverse('job-list')}?queue={quote(queue.name)}&share=",
+            "jobs_url": f"{reverse('job-list')}?job_queue={quote(queue.name)}&quota_share=",
             **_aws_context(queue),
         }
     template = "web/dashboard.html#live" if request.htmx else "web/dashboard.html"

@@ -11,6 +11,7 @@ from django_htmx.http import HttpResponseClientRefresh
 from quotaportal.awsbatch.models import RemoteJob
 from quotaportal.quotas import selectors, services
 from quotaportal.quotas.errors import Conflict, Forbidden, InvalidInput
+from quotaportal.quotas.job_filters import JobFilter
 from quotaportal.quotas.models import Backend, Job, JobQueue, JobStatus, QuotaShare
 from quotaportal.quotas.permissions import can_change_job, can_read_output
 from quotaportal.quotas.services import estimates
@@ -53,23 +54,16 @@ def _decorate(user, jobs) -> None:
 @login_required
 def job_list(request):
     jobs = selectors.visible_jobs(request.user).order_by("-created_at", "id")
-    params = request.GET
-    if params.get("queue"):
-        jobs = jobs.filter(job_queue__name=params["queue"])
-    if params.get("share"):
-        jobs = jobs.filter(share_name=params["share"])
-    if params.get("status") in JobStatus.values:
-        jobs = jobs.filter(status=params["status"])
-    if params.get("mine"):
-        jobs = selectors.jobs_of_user_teams(request.user, jobs)
-    page = paginate(request, jobs)
+    filters = JobFilter(request.GET, queryset=jobs, request=request)  # as /api/v1/jobs/ has
+    page = paginate(request, filters.qs if filters.is_valid() else jobs.none())
     _decorate(request.user, page.object_list)
     return render(
         request,
         "web/jobs.html",
         {
             "page": page,
-            "filters": params,
+            "filters": request.GET,
+            "filter_errors": filters.errors,
             "query": query_without_page(request),
             "queues": JobQueue.objects.order_by("name").values_list("name", flat=True),
             "shares": QuotaShare.objects.order_by("name").values_list("name", flat=True).distinct(),

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
+from django.contrib.auth.mixins import LoginRequiredMixin
 from django.core.exceptions import PermissionDenied
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_POST
+from django.views import View
 
+from quotaportal.quotas import services
 from quotaportal.quotas.errors import Conflict, Forbidden, InvalidInput, ServiceError
 from quotaportal.quotas.permissions import is_platform_admin
 from quotaportal.web.forms import in_plain_words, show_service_errors
@@ -45,15 +47,43 @@ def succeed(request, message: str, to: str, *args):
     return redirect(to, *args)
 
 
-def list_with_form(request, form, create, done, template: str, context: Callable[[], dict]):
-    """A console list page with its creation form. A POST creates through `create(cleaned
-    data)` and answers `done(created)`; a GET, or a refusal shown next to the fields, renders
-    `template` with `context()` and the form."""
-    if request.method == "POST":
-        created = saved(form, create)
-        if created is not None:
-            return done(created)
-    return page(request, template, {**context(), "form": form}, failed=request.method == "POST")
+class AdminView(LoginRequiredMixin, View):
+    """A console view: signed-in admins only (403 for anyone else)."""
+
+    def dispatch(self, request, *args, **kwargs):
+        if request.user.is_authenticated:
+            require_admin(request)
+        return super().dispatch(request, *args, **kwargs)
+
+
+class ListWithForm(AdminView):
+    """A console list page with its creation form. A POST creates through `create` and
+    answers `created`; a GET, or a refusal shown next to the fields, renders the page."""
+
+    form_class: type
+    template_name: str
+
+    def rows(self) -> dict:
+        """What the page lists (the template's context besides the form)."""
+        raise NotImplementedError
+
+    def create(self, data: dict):
+        """Call the service that creates the object; its refusals go next to the fields."""
+        raise NotImplementedError
+
+    def created(self, obj):
+        """The answer once created: a message and where to go next."""
+        raise NotImplementedError
+
+    def get(self, request):
+        return page(request, self.template_name, {**self.rows(), "form": self.form_class()})
+
+    def post(self, request):
+        form = self.form_class(request.POST)
+        obj = saved(form, self.create)
+        if obj is not None:
+            return self.created(obj)
+        return page(request, self.template_name, {**self.rows(), "form": form}, failed=True)
 
 
 def act(request, call: Callable[[], object], done: str, back: str, *args):
@@ -69,20 +99,23 @@ def act(request, call: Callable[[], object], done: str, back: str, *args):
     return redirect(back, *args)
 
 
-def deleter(model, kind: str, delete: Callable, listed: str, detail: str | None = None):
-    """A POST view deleting one `model` row through `delete(actor, obj)`: back to the list
-    when done, or, refused (with the service's reason), to the object's page when it has one."""
+class DeleteView(AdminView):
+    """A POST deleting one row through `delete`: back to the list when done, or, refused
+    (with the service's reason), to the object's page when it has one."""
 
-    @require_POST
-    @login_required
-    def view(request, pk):
-        require_admin(request)
-        obj = get_object_or_404(model, pk=pk)
-        outcome = act(
-            request, lambda: delete(request.user, obj), f"Deleted {kind} {obj.name}.", listed
-        )
-        if detail and model.objects.filter(pk=pk).exists():
-            return redirect(detail, pk)
+    http_method_names = ["post"]
+    model: type
+    kind: str  # in words, for the message
+    listed: str  # the list's URL name
+    detail: str | None = None  # the object's page, if it has one
+
+    def delete(self, obj) -> None:
+        services.delete_resource(self.request.user, obj, self.kind)
+
+    def post(self, request, pk):
+        obj = get_object_or_404(self.model, pk=pk)
+        done = f"Deleted {self.kind} {obj.name}."
+        outcome = act(request, partial(self.delete, obj), done, self.listed)
+        if self.detail and self.model.objects.filter(pk=pk).exists():
+            return redirect(self.detail, pk)
         return outcome
-
-    return view

@@ -20,9 +20,9 @@ from quotaportal.quotas.models import Membership, Team
 from quotaportal.quotas.services import accounts
 from quotaportal.web.manage_forms import MemberForm, TeamForm, UserCreateForm
 from quotaportal.web.views.manage_common import (
+    DeleteView,
+    ListWithForm,
     act,
-    deleter,
-    list_with_form,
     page,
     require_admin,
     saved,
@@ -30,24 +30,26 @@ from quotaportal.web.views.manage_common import (
 )
 
 
-@login_required
-def teams(request):
-    require_admin(request)
-    return list_with_form(
-        request,
-        TeamForm(request.POST or None),
-        lambda d: services.create_team(request.user, **d),
-        lambda team: succeed(
-            request, f"Created team {team.name}. Add its members below.", "manage-team", team.pk
-        ),
-        "web/manage_teams.html",
-        lambda: {
-            "teams": Team.objects.annotate(
-                member_count=Count("membership", distinct=True),
-                share_count=Count("quota_shares", distinct=True),
-            ).order_by("name")
-        },
-    )
+class TeamsView(ListWithForm):
+    form_class = TeamForm
+    template_name = "web/manage_teams.html"
+
+    def rows(self) -> dict:
+        teams = Team.objects.annotate(
+            member_count=Count("membership", distinct=True),
+            share_count=Count("quota_shares", distinct=True),
+        )
+        return {"teams": teams.order_by("name")}
+
+    def create(self, data: dict):
+        return services.create_team(self.request.user, **data)
+
+    def created(self, team):
+        message = f"Created team {team.name}. Add its members below."
+        return succeed(self.request, message, "manage-team", team.pk)
+
+
+teams = TeamsView.as_view()
 
 
 @login_required
@@ -103,7 +105,14 @@ def team_member_remove(request, pk, user_id):
     )
 
 
-team_delete = deleter(Team, "team", accounts.delete_team, "manage-teams", "manage-team")
+class TeamDeleteView(DeleteView):
+    model, kind, listed, detail = Team, "team", "manage-teams", "manage-team"
+
+    def delete(self, team) -> None:
+        accounts.delete_team(self.request.user, team)
+
+
+team_delete = TeamDeleteView.as_view()
 
 
 def invite_days() -> int:

@@ -40,9 +40,9 @@ from quotaportal.web.manage_forms import (
     UnitForm,
 )
 from quotaportal.web.views.manage_common import (
+    DeleteView,
+    ListWithForm,
     act,
-    deleter,
-    list_with_form,
     page,
     require_admin,
     saved,
@@ -67,17 +67,21 @@ def index(request):
 # -- capacity units ------------------------------------------------------------------------
 
 
-@login_required
-def units(request):
-    require_admin(request)
-    return list_with_form(
-        request,
-        UnitForm(request.POST or None),
-        lambda d: services.create_capacity_unit(request.user, **d),
-        lambda unit: succeed(request, f"Created capacity unit {unit.name}.", "manage-units"),
-        "web/manage_units.html",
-        lambda: {"units": CapacityUnit.objects.order_by("name")},
-    )
+class UnitsView(ListWithForm):
+    form_class = UnitForm
+    template_name = "web/manage_units.html"
+
+    def rows(self) -> dict:
+        return {"units": CapacityUnit.objects.order_by("name")}
+
+    def create(self, data: dict):
+        return services.create_capacity_unit(self.request.user, **data)
+
+    def created(self, unit):
+        return succeed(self.request, f"Created capacity unit {unit.name}.", "manage-units")
+
+
+units = UnitsView.as_view()
 
 
 @login_required
@@ -101,30 +105,32 @@ def unit(request, pk):
     )
 
 
-unit_delete = deleter(
-    CapacityUnit,
-    "capacity unit",
-    lambda actor, unit: services.delete_resource(actor, unit, "capacity unit"),
-    "manage-units",
-)
+class UnitDeleteView(DeleteView):
+    model, kind, listed = CapacityUnit, "capacity unit", "manage-units"
+
+
+unit_delete = UnitDeleteView.as_view()
 
 
 # -- service environments and reservations --------------------------------------------------
 
 
-@login_required
-def environments(request):
-    require_admin(request)
-    return list_with_form(
-        request,
-        EnvironmentForm(request.POST or None),
-        lambda d: services.create_service_environment(request.user, **d),
-        lambda env: succeed(
-            request, f"Created service environment {env.name}.", "manage-environment", env.pk
-        ),
-        "web/manage_environments.html",
-        lambda: {"environments": _environments_with_capacity()},
-    )
+class EnvironmentsView(ListWithForm):
+    form_class = EnvironmentForm
+    template_name = "web/manage_environments.html"
+
+    def rows(self) -> dict:
+        return {"environments": _environments_with_capacity()}
+
+    def create(self, data: dict):
+        return services.create_service_environment(self.request.user, **data)
+
+    def created(self, env):
+        message = f"Created service environment {env.name}."
+        return succeed(self.request, message, "manage-environment", env.pk)
+
+
+environments = EnvironmentsView.as_view()
 
 
 def _environments_with_capacity() -> list:
@@ -212,13 +218,12 @@ def environment_context(env: ServiceEnvironment) -> dict:
     }
 
 
-environment_delete = deleter(
-    ServiceEnvironment,
-    "service environment",
-    lambda actor, env: services.delete_resource(actor, env, "service environment"),
-    "manage-environments",
-    "manage-environment",
-)
+class EnvironmentDeleteView(DeleteView):
+    model, kind = ServiceEnvironment, "service environment"
+    listed, detail = "manage-environments", "manage-environment"
+
+
+environment_delete = EnvironmentDeleteView.as_view()
 
 
 @require_POST
@@ -239,56 +244,52 @@ def reservation_cancel(request, pk):
 # -- scheduling policies -------------------------------------------------------------------
 
 
-@login_required
-def policies(request):
-    require_admin(request)
-    return list_with_form(
-        request,
-        PolicyForm(request.POST or None),
-        lambda d: services.create_scheduling_policy(request.user, **d),
-        lambda policy: succeed(
-            request, f"Created scheduling policy {policy.name}.", "manage-policies"
-        ),
-        "web/manage_policies.html",
-        lambda: {
-            "policies": SchedulingPolicy.objects.annotate(queue_count=Count("jobqueue")).order_by(
-                "name"
-            )
-        },
-    )
+class PoliciesView(ListWithForm):
+    form_class = PolicyForm
+    template_name = "web/manage_policies.html"
+
+    def rows(self) -> dict:
+        policies = SchedulingPolicy.objects.annotate(queue_count=Count("jobqueue"))
+        return {"policies": policies.order_by("name")}
+
+    def create(self, data: dict):
+        return services.create_scheduling_policy(self.request.user, **data)
+
+    def created(self, policy):
+        message = f"Created scheduling policy {policy.name}."
+        return succeed(self.request, message, "manage-policies")
 
 
-policy_delete = deleter(
-    SchedulingPolicy,
-    "scheduling policy",
-    lambda actor, policy: services.delete_resource(actor, policy, "scheduling policy"),
-    "manage-policies",
-)
+policies = PoliciesView.as_view()
+
+
+class PolicyDeleteView(DeleteView):
+    model, kind, listed = SchedulingPolicy, "scheduling policy", "manage-policies"
+
+
+policy_delete = PolicyDeleteView.as_view()
 
 
 # -- job queues ----------------------------------------------------------------------------
 
 
-@login_required
-def queues(request):
-    require_admin(request)
-    return list_with_form(
-        request,
-        QueueForm(request.POST or None),
-        lambda d: services.create_job_queue(request.user, **d),
-        lambda queue: succeed(
-            request,
-            f"Created job queue {queue.name}. Now add its quota shares.",
-            "manage-queue",
-            queue.pk,
-        ),
-        "web/manage_queues.html",
-        lambda: {
-            "queues": JobQueue.objects.select_related("service_environment", "scheduling_policy")
-            .annotate(share_count=Count("quota_shares"))
-            .order_by("name")
-        },
-    )
+class QueuesView(ListWithForm):
+    form_class = QueueForm
+    template_name = "web/manage_queues.html"
+
+    def rows(self) -> dict:
+        queues = JobQueue.objects.select_related("service_environment", "scheduling_policy")
+        return {"queues": queues.annotate(share_count=Count("quota_shares")).order_by("name")}
+
+    def create(self, data: dict):
+        return services.create_job_queue(self.request.user, **data)
+
+    def created(self, queue):
+        message = f"Created job queue {queue.name}. Now add its quota shares."
+        return succeed(self.request, message, "manage-queue", queue.pk)
+
+
+queues = QueuesView.as_view()
 
 
 QUEUE_SETTINGS = ("scheduling_policy", "priority", "ordering", "preemption_grace_seconds", "state")
@@ -318,6 +319,11 @@ def queue(request, pk):
     return page(request, "web/manage_queue.html", context, failed=bool(form.errors))
 
 
-queue_delete = deleter(
-    JobQueue, "job queue", resources.delete_job_queue, "manage-queues", "manage-queue"
-)
+class QueueDeleteView(DeleteView):
+    model, kind, listed, detail = JobQueue, "job queue", "manage-queues", "manage-queue"
+
+    def delete(self, queue) -> None:
+        resources.delete_job_queue(self.request.user, queue)
+
+
+queue_delete = QueueDeleteView.as_view()

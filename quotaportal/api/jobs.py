@@ -1,0 +1,353 @@
+"""Jobs: submitting (one or a batch), reading, raising a priority, terminating; serializers
+and the viewset, with the job filters the web pages share (quotaportal.web)."""
+
+from __future__ import annotations
+
+import threading
+
+from django_filters.rest_framework import DjangoFilterBackend
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema, extend_schema_field
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
+
+from quotaportal.api.common import NamedRef, no_nul_characters
+from quotaportal.quotas import selectors, services
+from quotaportal.quotas.job_filters import JobFilter
+from quotaportal.quotas.models import (
+    Backend,
+    Job,
+    JobAttempt,
+    JobQueue,
+    JobStatus,
+)
+from quotaportal.quotas.permissions import can_read_output
+from quotaportal.quotas.services.jobs import MAX_BATCH, MAX_COMMAND_BYTES, MAX_TAG_VALUE
+from scheduler.simulate.estimate import ASSUMPTION
+
+
+class PlacementSerializer(serializers.Serializer):
+    host = serializers.CharField(source="host.name")
+    rank = serializers.IntegerField()
+    gpu_indices = serializers.ListField(child=serializers.IntegerField())
+    exit_code = serializers.IntegerField(allow_null=True)
+    output_tail = serializers.CharField(
+        allow_null=True, help_text="null unless you are on the job's team or an admin"
+    )
+
+
+class AttemptSerializer(serializers.ModelSerializer):
+    host = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    placements = PlacementSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = JobAttempt
+        fields = [
+            "number",
+            "host",
+            "placements",
+            "started_at",
+            "stopped_at",
+            "status_reason",
+            "exit_code",
+            "preempted",
+        ]
+
+
+class EvaluateOnExitSerializer(serializers.Serializer):
+    action = serializers.ChoiceField(choices=["RETRY", "EXIT"])
+    on_status_reason = serializers.CharField(max_length=512, required=False)
+
+
+JOB_INPUT_FIELDS = [
+    "name",
+    "job_queue",
+    "quota_share",
+    "capacity_unit",
+    "quantity",
+    "scheduling_priority",
+    "command",
+    "service_request_payload",
+    "retry_attempts",
+    "evaluate_on_exit",
+    "preemption_retries_before_termination",
+    "attempt_duration_seconds",
+    "simulated_duration_seconds",
+    "client_token",
+    "tags",
+]
+
+
+JOB_STATE_FIELDS = [
+    "id",
+    "status",
+    "status_reason",
+    "pending_reason",
+    "position_in_share",
+    "position_in_queue",
+    "estimated_start_at",
+    "preempted_count",
+    "recent_preemptions",
+    "attempts",
+    "submitted_by",
+    "created_at",
+    "scheduled_at",
+    "started_at",
+    "stopped_at",
+    "is_terminated",
+    "aws",
+]
+
+
+class JobSerializer(serializers.ModelSerializer):
+    job_queue = NamedRef(queryset=JobQueue.objects.select_related("service_environment"))
+    quota_share = serializers.CharField(source="share_name", max_length=128)
+    capacity_unit = serializers.CharField(source="capacity_unit.name", max_length=64)
+    submitted_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    scheduling_priority = serializers.IntegerField(min_value=0, max_value=9999, default=0)
+    quantity = serializers.IntegerField(min_value=1, max_value=100_000, default=1)
+    retry_attempts = serializers.IntegerField(min_value=1, max_value=10, default=1)
+    evaluate_on_exit = EvaluateOnExitSerializer(many=True, required=False)
+    preemption_retries_before_termination = serializers.IntegerField(
+        min_value=0, max_value=1_000_000, required=False, allow_null=True
+    )
+    attempt_duration_seconds = serializers.IntegerField(
+        min_value=1, max_value=10_000_000, required=False, allow_null=True
+    )
+    simulated_duration_seconds = serializers.FloatField(
+        min_value=0, max_value=10_000_000, required=False, allow_null=True
+    )
+    client_token = serializers.CharField(
+        min_length=1, max_length=64, required=False, allow_null=True
+    )
+    tags = serializers.DictField(
+        child=serializers.CharField(max_length=MAX_TAG_VALUE, allow_blank=True), required=False
+    )
+    command = serializers.CharField(
+        max_length=MAX_COMMAND_BYTES, required=False, allow_blank=True, trim_whitespace=False
+    )
+    service_request_payload = serializers.JSONField(
+        required=False, allow_null=True, validators=[no_nul_characters]
+    )
+    attempts = AttemptSerializer(many=True, read_only=True)
+    position_in_share = serializers.SerializerMethodField()
+    position_in_queue = serializers.SerializerMethodField()
+    estimated_start_at = serializers.SerializerMethodField(
+        help_text=(
+            "While RUNNABLE: when a forward simulation of the queue expects the job to start, "
+            f"{ASSUMPTION} (refreshed every few seconds); null when there is none yet or the "
+            "job does not start within the simulated horizon."
+        )
+    )
+
+    aws = serializers.SerializerMethodField(
+        help_text=(
+            "Jobs of AWS_BATCH environments: AWS's job id (null until pushed), AWS's status, "
+            "the place AWS gives it among the queue's first RUNNABLE jobs and whether it heads "
+            "its quota share. AWS schedules these jobs: pending_reason is the portal's "
+            "prediction from the pulled state. Null for other backends."
+        )
+    )
+
+    class Meta:
+        model = Job
+        validators = []  # client_token reuse is idempotency, handled by the service
+        fields = [*JOB_INPUT_FIELDS, *JOB_STATE_FIELDS]
+        read_only_fields = JOB_STATE_FIELDS
+
+    def to_representation(self, instance):
+        data = super().to_representation(instance)
+        request = self.context.get("request")
+        if request is not None and not can_read_output(request.user, instance):
+            for attempt in data.get("attempts", []):
+                for placement in attempt["placements"]:
+                    placement["output_tail"] = None
+        return data
+
+    def _position(self, job, index: int) -> int | None:
+        # Lists pass the whole page's positions in the context (three queries in all).
+        positions = self.context.setdefault("positions", {})
+        if job.pk not in positions:
+            positions[job.pk] = selectors.job_positions([job]).get(job.pk)
+        found = positions[job.pk]
+        return found[index] if found else None
+
+    def get_position_in_share(self, job) -> int | None:
+        return self._position(job, 0)
+
+    def get_position_in_queue(self, job) -> int | None:
+        return self._position(job, 1)
+
+    @extend_schema_field(OpenApiTypes.OBJECT)
+    def get_aws(self, job):
+        if job.job_queue.service_environment.backend != Backend.AWS_BATCH:
+            return None
+        remote = getattr(job, "remote", None)
+        return {
+            "job_id": remote.aws_job_id if remote else None,
+            "status": remote.aws_status if remote else None,
+            "queue_position": remote.queue_position if remote else None,
+            "heads_its_share": remote.share_head if remote else False,
+            "pending_reason_is_predicted": True,
+        }
+
+    @extend_schema_field(OpenApiTypes.DATETIME)
+    def get_estimated_start_at(self, job):
+        if job.status != JobStatus.RUNNABLE or job.estimated_start_at is None:
+            return None
+        return serializers.DateTimeField().to_representation(job.estimated_start_at)
+
+
+class SubmissionSerializer(JobSerializer):
+    """The fields of one submit, the queue by name: the service looks it up (once per batch,
+    and from the lookups kept between requests)."""
+
+    job_queue = serializers.CharField(max_length=128, validators=[no_nul_characters])
+
+    class Meta(JobSerializer.Meta):
+        fields = JOB_INPUT_FIELDS
+        read_only_fields = []
+
+
+# Building a serializer's fields costs more than checking a submit or rendering a job with
+# them (a deep copy of every declared field), so each thread keeps one of each and reuses it.
+_per_thread = threading.local()
+
+
+def submission(raw) -> dict:
+    """One submit's fields, checked (ValidationError naming each field otherwise), in the form
+    services.submit_job takes, the queue by name."""
+    checker = getattr(_per_thread, "checker", None)
+    if checker is None:
+        checker = _per_thread.checker = SubmissionSerializer()
+    data = dict(checker.run_validation(raw))
+    data["quota_share"] = data.pop("share_name")
+    data["capacity_unit"] = data.pop("capacity_unit")["name"]
+    return data
+
+
+def fresh_job(job: Job, context: dict) -> dict:
+    """A job just submitted, as JobSerializer renders it, without asking the database what it
+    cannot hold yet: it has no attempts, and its place in the queue comes from the next tick
+    (GET the job)."""
+    renderer = getattr(_per_thread, "renderer", None)
+    if renderer is None:
+        renderer = _per_thread.renderer = JobSerializer()
+    job._prefetched_objects_cache = {"attempts": JobAttempt.objects.none()}
+    # The fields read the context through their root serializer: this request's, each time.
+    renderer._context = {**context, "positions": {job.pk: None}}
+    return renderer.to_representation(job)
+
+
+class BatchSubmitSerializer(serializers.Serializer):
+    jobs = serializers.ListField(
+        child=serializers.DictField(), min_length=1, max_length=MAX_BATCH, allow_empty=False
+    )
+
+
+class PriorityUpdateSerializer(serializers.Serializer):
+    scheduling_priority = serializers.IntegerField(min_value=0, max_value=9999)
+
+
+class TerminateSerializer(serializers.Serializer):
+    reason = serializers.CharField(max_length=1024, default="Terminated by user")
+
+
+class JobViewSet(
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.CreateModelMixin,
+    mixins.UpdateModelMixin,
+    viewsets.GenericViewSet,
+):
+    serializer_class = JobSerializer
+    http_method_names = ["get", "post", "patch", "head", "options"]
+    filter_backends = [DjangoFilterBackend]
+    filterset_class = JobFilter  # the web page's filters too
+
+    def get_queryset(self):
+        jobs = (
+            selectors.visible_jobs(self.request.user)
+            .select_related("remote")
+            .prefetch_related("attempts__host", "attempts__placements__host")
+        )
+        return jobs.order_by("-created_at", "id")
+
+    def list(self, request, *args, **kwargs):
+        page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
+        context = {**self.get_serializer_context(), "positions": selectors.job_positions(page)}
+        return self.get_paginated_response(
+            self.get_serializer(page, many=True, context=context).data
+        )
+
+    def create(self, request, *args, **kwargs):
+        job = services.submit_job(request.user, **submission(request.data))
+        return Response(
+            fresh_job(job, self.get_serializer_context()), status=status.HTTP_201_CREATED
+        )
+
+    @extend_schema(request=BatchSubmitSerializer, responses={201: dict})
+    @action(detail=False, methods=["post"])
+    def batch(self, request):
+        """Submit up to 1,000 jobs in one transaction (a sweep). Each item takes the fields of
+        a single submit. If any item is invalid, nothing is submitted and the 400 names each
+        failing item's fields (`jobs[3].quantity`). Each item may carry its own client_token,
+        so a batch sent again after a lost answer makes no duplicates."""
+        envelope = BatchSubmitSerializer(data=request.data)
+        envelope.is_valid(raise_exception=True)
+        items, errors = {}, {}
+        for index, raw in enumerate(envelope.validated_data["jobs"]):
+            try:
+                items[index] = submission(raw)
+            except serializers.ValidationError as err:
+                errors.update({f"jobs[{index}].{k}": v for k, v in err.detail.items()})
+        queues = JobQueue.objects.select_related("service_environment").in_bulk(
+            {item["job_queue"] for item in items.values()}, field_name="name"
+        )
+        for index, item in items.items():
+            if item["job_queue"] not in queues:
+                errors[f"jobs[{index}].job_queue"] = [f"no job queue named {item['job_queue']}"]
+            item["job_queue"] = queues.get(item["job_queue"])
+        if errors:
+            raise serializers.ValidationError(errors)
+        items = list(items.values())
+        jobs = services.submit_jobs(request.user, items)
+        return Response(
+            {
+                "count": len(jobs),
+                "jobs": [
+                    {
+                        "id": str(job.pk),
+                        "name": job.name,
+                        "status": job.status,
+                        "quota_share": job.share_name,
+                        "client_token": job.client_token,
+                    }
+                    for job in jobs
+                ],
+            },
+            status=status.HTTP_201_CREATED,
+        )
+
+    @extend_schema(request=PriorityUpdateSerializer, responses=JobSerializer)
+    def partial_update(self, request, *args, **kwargs):
+        job = self.get_object()
+        extra = sorted(set(request.data) - {"scheduling_priority"})
+        if extra:
+            raise serializers.ValidationError(
+                dict.fromkeys(extra, "only scheduling_priority can be changed")
+            )
+        serializer = PriorityUpdateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        services.set_priority(request.user, job, serializer.validated_data["scheduling_priority"])
+        return Response(self.get_serializer(self.get_object()).data)
+
+    @extend_schema(request=TerminateSerializer, responses=JobSerializer)
+    @action(detail=True, methods=["post"])
+    def terminate(self, request, pk=None):
+        job = self.get_object()
+        serializer = TerminateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        services.terminate_job(request.user, job, serializer.validated_data["reason"])
+        return Response(self.get_serializer(self.get_object()).data)

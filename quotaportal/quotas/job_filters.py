@@ -1,0 +1,36 @@
+"""The filters of the job lists, one FilterSet for the REST API (`/api/v1/jobs/`) and the web
+page (`/jobs/`): by queue, share, status (any case) and "my teams only"."""
+
+from __future__ import annotations
+
+import django_filters
+from django import forms
+
+from quotaportal.quotas import selectors
+from quotaportal.quotas.models import JobStatus
+
+YES = ("1", "true", "yes", "on")
+
+
+class StatusField(forms.CharField):
+    def clean(self, value):
+        value = (super().clean(value) or "").upper()
+        if value and value not in JobStatus.values:
+            raise forms.ValidationError(f"status must be one of {', '.join(JobStatus.values)}")
+        return value
+
+
+class StatusFilter(django_filters.CharFilter):
+    field_class = StatusField
+
+
+class JobFilter(django_filters.FilterSet):
+    job_queue = django_filters.CharFilter(field_name="job_queue__name", label="Queue")
+    quota_share = django_filters.CharFilter(field_name="share_name", label="Share")
+    status = StatusFilter(field_name="status", label="Status")
+    mine = django_filters.CharFilter(method="only_my_teams", label="Only my teams' jobs")
+
+    def only_my_teams(self, queryset, name, value):
+        if value.lower() not in YES:
+            return queryset
+        return selectors.jobs_of_user_teams(self.request.user, queryset)
