@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,49 +18,13 @@ from django.utils import timezone
 
 from quotaportal.infra.worker_health import KEY
 from quotaportal.quotas.models import Job, SchedulerRun
-from tests.builders import submit
+from tests.builders import REPO, submit
+
+sys.path.insert(0, str(REPO / "scripts"))  # the soak's servers: scripts/ is not a package
+from servers import OwnRedis  # noqa: E402
 
 OUTAGES = 3
 OUTAGE_SECONDS = 6
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-class OwnRedis:
-    """A redis-server on a port of its own, stopped and started at will."""
-
-    def __init__(self, port: int, folder):
-        self.port, self.folder, self.process = port, folder, None
-
-    def start(self) -> None:
-        self.process = subprocess.Popen(
-            [
-                "redis-server",
-                "--port",
-                str(self.port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                str(self.folder),
-            ],
-            stdout=subprocess.DEVNULL,
-        )
-        until(lambda: self.client().ping(), "redis to start")
-
-    def stop(self) -> None:
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait(10)
-
-    def client(self):
-        return redis.Redis(port=self.port, socket_timeout=1)
 
 
 def until(condition, what: str, timeout: float = 30.0):
@@ -79,9 +42,9 @@ def until(condition, what: str, timeout: float = 30.0):
 @pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs redis-server")
 @pytest.mark.django_db(transaction=True)
 def test_the_worker_survives_repeated_broker_outages(people, fleet, repo, tmp_path):
-    broker = OwnRedis(free_port(), tmp_path)
-    broker.start()
-    url = f"redis://127.0.0.1:{broker.port}/0"
+    broker = OwnRedis(tmp_path)  # started
+    url = broker.url
+    reported = lambda: redis.Redis(port=broker.port, socket_timeout=1).exists(KEY)  # noqa: E731
     database = os.environ["DATABASE_URL"].rsplit("/", 1)[0] + "/" + connection.settings_dict["NAME"]
     env = {**os.environ, "DATABASE_URL": database, "REDIS_URL": url, "QP_TICK_SECONDS": "1"}
     celery = os.path.join(os.path.dirname(sys.executable), "celery")
@@ -109,7 +72,10 @@ def test_the_worker_survives_repeated_broker_outages(people, fleet, repo, tmp_pa
             stderr=subprocess.STDOUT,
         )
     try:
-        until(lambda: broker.client().exists(KEY), "the worker to report itself")
+        until(
+            reported,
+            "the worker to report itself",
+        )
         for outage in range(OUTAGES):
             broker.stop()
             for n in range(OUTAGE_SECONDS * 5):  # people keep submitting meanwhile
@@ -117,7 +83,10 @@ def test_the_worker_survives_repeated_broker_outages(people, fleet, repo, tmp_pa
                 time.sleep(0.2)
             assert worker.poll() is None, log_path.read_text()[-3000:]
             broker.start()  # empty: the outage lost what was queued
-            until(lambda: broker.client().exists(KEY), "the worker to report itself again")
+            until(
+                reported,
+                "the worker to report itself again",
+            )
         back = timezone.now()
         until(
             lambda: SchedulerRun.objects.filter(started_at__gt=back, skipped=False).exists(),
