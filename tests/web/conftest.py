@@ -12,6 +12,9 @@ from quotaportal.quotas.ticking.loop import SchedulerLoop
 from tests.builders import add_share, build_queue
 from tests.web.builders import PASSWORD
 
+# Playwright's sync API keeps an asyncio loop in this thread; the ORM calls the tests make
+# themselves are plain synchronous code, which Django allows once told so.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 CHROMIUM = os.environ.get("QP_CHROMIUM", "/usr/bin/chromium")
 ARGS = [
     "--no-sandbox",

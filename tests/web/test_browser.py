@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
 from playwright.sync_api import expect
 
@@ -11,9 +9,6 @@ from quotaportal.quotas.models import Job, QuotaShare
 from tests.web.builders import PASSWORD, shot, sign_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
-# Playwright's sync API keeps an asyncio loop in this thread; the ORM calls the tests make
-# themselves are plain synchronous code, which Django allows once told so.
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 
 def test_admin_creates_a_share_in_the_browser(browser, live_server, small_fleet):

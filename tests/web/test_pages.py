@@ -297,3 +297,21 @@ def test_admins_create_agent_tokens_and_drain_hosts_from_the_hosts_page(browser_
     assert alice.post(f"/hosts/{host.pk}/state/", {"state": "DRAINING"}).status_code == 403
     admin.post(f"/hosts/{host.pk}/state/", {"state": "DRAINING"})
     assert GpuHost.objects.get(pk=host.pk).state == "DRAINING"
+
+
+def test_the_jobs_page_filters_as_the_rest_api_does(browser_as, people, fleet):
+    """One FilterSet for both (quotas.job_filters): the same names, any case, the same refusal."""
+    mine = submit(people.alice, fleet, name="alices")
+    submit(people.bob, fleet, share="nlp", name="bobs")
+    page = browser_as(people.alice)
+    found = page.get("/jobs/", {"job_queue": "gpu", "quota_share": "vision", "status": "runnable"})
+    assert "alices" in found.content.decode()
+    assert "bobs" not in found.content.decode()
+    rest = page.get("/api/v1/jobs/", {"quota_share": "vision", "status": "runnable"}).json()
+    assert [job["id"] for job in rest["results"]] == [str(mine.pk)]
+    refused = page.get("/jobs/", {"status": "bogus"}).content.decode()
+    assert "status must be one of" in refused
+    assert "alices" not in refused, "a filter that cannot be applied lists nothing"
+    only_mine = page.get("/jobs/", {"mine": "1"}).content.decode()
+    assert "alices" in only_mine
+    assert "bobs" not in only_mine
