@@ -16,7 +16,9 @@ import sys
 from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
 from django.template import loader
+from django.utils.html import format_html
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +83,39 @@ def server_error(request: HttpRequest) -> HttpResponse:
     return error_response(
         request, 500, "something went wrong on our side; it has been logged", "ServerException"
     )
+
+
+def forbidden(request: HttpRequest, exception=None) -> HttpResponse:
+    """handler403: a page of the product, with the navigation and the reason, or the
+    interface's JSON."""
+    reason = str(exception or "") or "you are not allowed to do this"
+    if interface_of(request) != "page":
+        return error_response(request, 403, reason, "AccessDeniedException")
+    message = f"You cannot open this page: {reason}."
+    if request.headers.get("HX-Request"):
+        return _fragment(message, 403)
+    return render(
+        request, "web/http_error.html", {"title": "Not allowed", "message": message}, status=403
+    )
+
+
+def not_found(request: HttpRequest, exception=None) -> HttpResponse:
+    """handler404: a page of the product that says what is missing (its address shortened),
+    or the interface's JSON."""
+    if interface_of(request) != "page":
+        return error_response(request, 404, "not found", "ClientException")
+    shown = request.path if len(request.path) <= 80 else request.path[:79] + "…"
+    message = f"There is no page at {shown}: check the address, or start again from the links."
+    if request.headers.get("HX-Request"):
+        return _fragment(message, 404)
+    return render(
+        request, "web/http_error.html", {"title": "Not found", "message": message}, status=404
+    )
+
+
+def _fragment(message: str, status: int) -> HttpResponse:
+    """An htmx request's error: a message for its target alone, never a whole page inside it."""
+    return HttpResponse(format_html('<p class="error" role="alert">{}</p>', message), status=status)
 
 
 def too_large(limit: int, length: int | None = None) -> str:

@@ -9,6 +9,8 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from quotaportal import metrics, views
 
 # An outage is a 503 that says what is down; other errors keep each interface's format.
+handler403 = "quotaportal.failures.forbidden"
+handler404 = "quotaportal.failures.not_found"
 handler500 = "quotaportal.failures.server_error"
 
 urlpatterns = [

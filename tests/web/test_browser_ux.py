@@ -101,3 +101,26 @@ def test_no_page_is_wider_than_a_phone(browser, live_server, small_fleet, people
         wide = page.evaluate("document.documentElement.scrollWidth > window.innerWidth")
         assert not wide, f"{path} is wider than 390 px"
     shot(page, "job-page-phone")
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_pressing_enter_on_a_bad_priority_shows_the_error_and_keeps_the_page(
+    browser, live_server, small_fleet, people, width
+):
+    """A keyboard user's Enter, not only a click: the error goes next to the box, and the page
+    around it (navigation, heading, the job's details) stays."""
+    job = submit_as(people.alice, small_fleet, "waiting")
+    page = sign_in(browser, live_server, "alice")
+    page.set_viewport_size({"width": width, "height": 900})
+    for where in (f"/jobs/{job.pk}/", "/jobs/"):
+        page.goto(live_server.url + where)
+        box = page.get_by_label("Priority")
+        box.click()
+        box.press("Control+a")
+        box.press("Backspace")
+        box.press("Enter")
+        expect(page.get_by_role("alert")).to_be_visible()
+        expect(page.get_by_role("navigation", name="Main")).to_be_visible()
+        expect(page.locator("h1")).to_be_visible()
+        assert page.evaluate("document.querySelectorAll('form').length") > 1
+    assert Job.objects.get(pk=job.pk).scheduling_priority == 0

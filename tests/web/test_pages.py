@@ -315,3 +315,29 @@ def test_the_jobs_page_filters_as_the_rest_api_does(browser_as, people, fleet):
     only_mine = page.get("/jobs/", {"mine": "1"}).content.decode()
     assert "alices" in only_mine
     assert "bobs" not in only_mine
+
+
+def test_403_and_404_are_pages_of_the_product_with_the_navigation(browser_as, people, fleet):
+    scientist = browser_as(people.alice)
+    refused = scientist.get("/manage/")
+    assert refused.status_code == 403
+    page = refused.content.decode()
+    assert 'aria-label="Main"' in page
+    assert "only admins can use the admin console" in page
+    assert ">Jobs</a>" in page, "the signed-in navigation"
+    missing = scientist.get("/no-such-page/" + "x" * 5000)
+    assert missing.status_code == 404
+    assert 'aria-label="Main"' in missing.content.decode()
+    assert "x" * 100 not in missing.content.decode(), "a long address is not echoed in full"
+    api = scientist.get("/api/v1/no-such-thing/")
+    assert api.status_code == 404
+    assert api.json() == {"detail": "not found"}
+    fragment = scientist.get("/manage/", headers={"HX-Request": "true"})
+    assert fragment.status_code == 403
+    assert "<nav" not in fragment.content.decode(), "htmx gets the message for its target alone"
+
+
+def test_an_anonymous_404_offers_to_sign_in(client):
+    missing = client.get("/no-such-page/")
+    assert missing.status_code == 404
+    assert "Sign in" in missing.content.decode()
