@@ -215,12 +215,18 @@ def parse_unit_counts(text: str) -> dict[str, int]:
         match = UNIT_COUNTS.match(part)
         if not match:
             raise forms.ValidationError(
-                f"{part.strip()!r}: write unit=count pairs separated by commas, e.g. a100=2"
+                f"{shortened(part.strip())!r}: write unit=count pairs separated by commas, "
+                "e.g. a100=2"
             )
         if match[1] in counts:
-            raise forms.ValidationError(f"{match[1]} appears twice")
+            raise forms.ValidationError(f"{shortened(match[1])} appears twice")
         counts[match[1]] = int(match[2])
     return counts
+
+
+def shortened(text: str, most: int = 40) -> str:
+    """A value quoted back in an error, cut short: a page never echoes a long bad value."""
+    return text if len(text) <= most else f"{text[:most]}… ({len(text):,} characters)"
 
 
 def unit_counts_text(counts: dict[str, int]) -> str:

@@ -35,7 +35,10 @@ def test_a_member_cannot_submit_to_another_team_share(people, fleet):
         ({"retry_attempts": 11}, "retry_attempts", "between 1 and 10"),
         ({"attempt_duration_seconds": 0}, "attempt_duration_seconds", "at least 1"),
         ({"evaluate_on_exit": [{"action": "MAYBE"}]}, "evaluate_on_exit", "RETRY or EXIT"),
-        ({"name": ""}, "name", "1 to 128 characters"),
+        ({"name": ""}, "name", "1 to 128 letters, digits, - or _"),
+        ({"name": "a/quota-share/bX"}, "name", "no spaces or other signs"),
+        ({"name": "has space"}, "name", "no spaces or other signs"),
+        ({"tags": {"aws:created": "x"}}, "tags", "AWS's own"),
     ],
 )
 def test_bad_submissions_name_the_field_and_rule(people, fleet, fields, field, message):

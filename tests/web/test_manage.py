@@ -312,3 +312,16 @@ def test_the_dashboard_shows_the_next_capacity_changes(admin_client, people, fle
     page = admin_client.get(reverse("dashboard")).content.decode()
     assert "+4 a100 (h2-plan starts)" in page
     assert "-4 a100 (h2-plan ends)" in page
+
+
+def test_a_long_bad_capacity_value_is_not_echoed_in_full():
+    from django import forms as django_forms
+
+    from quotaportal.web.forms import parse_unit_counts
+
+    with pytest.raises(django_forms.ValidationError) as err:
+        parse_unit_counts("x" * 1000)
+    message = err.value.messages[0]
+    assert "1,000 characters" in message
+    assert "x" * 100 not in message
+    assert "write unit=count pairs" in message

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from django.conf import settings
 from django.core import signing
 
+from quotaportal.quotas import names
 from quotaportal.quotas.errors import Forbidden, ServiceError
 
 MAX_RESULTS = 100
@@ -111,11 +112,7 @@ def typed(body: dict, key: str, kind: type, default=None):
 
 _KIND_NAMES = {str: "a string", dict: "an object", list: "a list", int: "a whole number"}
 
-# AWS Batch names (policies, environments, queues, quota shares, jobs): up to 128 letters,
-# numbers, hyphens and underscores. A '/' would even break the resource's ARN.
-AWS_NAME = re.compile(r"[A-Za-z0-9_-]{1,128}")
-# Capacity units are instance types such as ml.g5.xlarge: dots too, and at most 64.
-CAPACITY_UNIT = re.compile(r"[A-Za-z0-9._-]{1,64}")
+AWS_NAME, CAPACITY_UNIT = names.AWS_NAME, names.UNIT_NAME  # as every interface checks them
 
 
 def aws_name(body: dict, key: str) -> str:

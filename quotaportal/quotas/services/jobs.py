@@ -25,6 +25,7 @@ from quotaportal.quotas.models import (
     QuotaShare,
     State,
 )
+from quotaportal.quotas.names import aws_name_error
 from quotaportal.quotas.permissions import (
     actor_name,
     is_platform_admin,
@@ -70,8 +71,8 @@ def _check_fields(fields: dict) -> dict[str, str]:
     simulated = fields["simulated_duration_seconds"]
     if simulated is not None and (not isinstance(simulated, int | float) or simulated < 0):
         errors["simulated_duration_seconds"] = "simulated_duration_seconds must be 0 or more"
-    if not isinstance(fields["name"], str) or not 1 <= len(fields["name"]) <= 128:
-        errors["name"] = "name must be 1 to 128 characters"
+    if error := aws_name_error(fields["name"]):
+        errors["name"] = error
     if fields["client_token"] is not None and (
         not isinstance(fields["client_token"], str) or not 1 <= len(fields["client_token"]) <= 64
     ):
@@ -106,6 +107,8 @@ def tags_error(tags) -> str | None:
     for key, value in tags.items():
         if not isinstance(key, str) or not 1 <= len(key) <= MAX_TAG_KEY:
             return f"tag keys must be 1 to {MAX_TAG_KEY} characters"
+        if key.lower().startswith("aws:"):
+            return f"tag key {key[:40]!r}: keys starting with aws: are AWS's own"
         if not isinstance(value, str) or len(value) > MAX_TAG_VALUE:
             return f"tag {key}: values must be text of at most {MAX_TAG_VALUE} characters"
     return None

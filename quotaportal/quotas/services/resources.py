@@ -27,6 +27,7 @@ from quotaportal.quotas.models import (
     State,
     Team,
 )
+from quotaportal.quotas.names import aws_name_error, unit_name_error
 from quotaportal.quotas.permissions import require_admin
 from quotaportal.quotas.services.jobs import tags_error
 from quotaportal.quotas.ticking.changes import queue_changed
@@ -81,6 +82,8 @@ def create_capacity_unit(
     actor, *, name: str, gpus_per_unit: int = 1, description: str = ""
 ) -> CapacityUnit:
     require_admin(actor, "create capacity units")
+    if error := unit_name_error(name):
+        raise InvalidInput({"name": error})
     _check_unit_fields(gpus_per_unit, description)
     return _created(
         actor,
@@ -233,6 +236,8 @@ def create_service_environment(
     tags: dict | None = None,
 ) -> ServiceEnvironment:
     require_admin(actor, "create service environments")
+    if error := aws_name_error(name):
+        raise InvalidInput({"name": error})
     tags = checked_tags(tags)
     if backend not in Backend.values:
         raise InvalidInput({"backend": f"backend must be one of {', '.join(Backend.values)}"})
@@ -312,6 +317,8 @@ def update_service_environment(
 
 def create_scheduling_policy(actor, *, name: str, tags: dict | None = None) -> SchedulingPolicy:
     require_admin(actor, "create scheduling policies")
+    if error := aws_name_error(name):
+        raise InvalidInput({"name": error})
     tags = checked_tags(tags)
     return _created(actor, SchedulingPolicy, "scheduling policy", name=name, tags=tags)
 
@@ -330,6 +337,8 @@ def create_job_queue(
     tags: dict | None = None,
 ) -> JobQueue:
     require_admin(actor, "create job queues")
+    if error := aws_name_error(name):
+        raise InvalidInput({"name": error})
     tags = checked_tags(tags)
     errors = {}
     actions = job_state_time_limit_actions or []

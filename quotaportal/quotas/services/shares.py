@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 from django.db import IntegrityError, transaction
 
 from quotaportal.quotas.audit import record
@@ -19,13 +17,13 @@ from quotaportal.quotas.models import (
     Strategy,
     Team,
 )
+from quotaportal.quotas.names import aws_name_error
 from quotaportal.quotas.permissions import require_admin
 from quotaportal.quotas.services.jobs import terminate_job
 from quotaportal.quotas.services.resources import checked_tags
 from quotaportal.quotas.ticking.changes import queue_changed
 from scheduler.validation import MAX_SHARES_PER_QUEUE, share_config_errors
 
-NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 EDITABLE = (
     "capacity_limits",
     "sharing_strategy",
@@ -37,10 +35,8 @@ EDITABLE = (
 
 
 def _check_name(name: str) -> None:
-    if not isinstance(name, str) or not NAME_PATTERN.match(name):
-        raise InvalidInput(
-            {"name": "use 1-128 letters, digits, '.', '-' or '_', starting with a letter or digit"}
-        )
+    if error := aws_name_error(name):
+        raise InvalidInput({"name": error})
 
 
 def _resolve_units(limits: dict[str, int]) -> dict[str, CapacityUnit]:
