@@ -52,7 +52,10 @@ class ServiceEnvironmentSerializer(serializers.ModelSerializer):
         ),
     )
     aws_sync = serializers.SerializerMethodField(
-        help_text="AWS_BATCH: last successful sync, last error, failures in a row (else null)."
+        help_text=(
+            "AWS_BATCH: last successful sync, last error, failures in a row, the next try while "
+            "backing off, calls in the last tick (else null)."
+        )
     )
 
     class Meta:
@@ -84,6 +87,8 @@ class ServiceEnvironmentSerializer(serializers.ModelSerializer):
             "last_error": state.last_error or None,
             "last_error_at": stamp(state.last_error_at) if state.last_error_at else None,
             "failures_in_a_row": state.failures,
+            # While backing off after a failure, when the next sync may try again.
+            "next_try_at": stamp(state.backoff_until) if state.backoff_until else None,
             "calls_last_tick": state.last_calls,
         }
 

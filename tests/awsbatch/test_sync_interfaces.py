@@ -12,6 +12,7 @@ from datetime import timedelta
 import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 from rest_framework.test import APIClient
 
 from quotaportal.awsbatch.models import MirroredResource, MirrorKind, RemoteJob, SyncState
@@ -81,10 +82,16 @@ def test_rest_creates_an_aws_environment_and_shows_its_sync_health(people):
         "https://batch.example.test",
         "prod",
     )
-    SyncState.objects.create(environment=env, failures=2, last_error="boom", last_calls=7)
+    next_try = timezone.now() + timedelta(seconds=30)
+    SyncState.objects.create(
+        environment=env, failures=2, last_error="boom", last_calls=7, backoff_until=next_try
+    )
     shown = api(people, "alice").get("/api/v1/service-environments/sagemaker/").json()
     assert shown["aws_sync"]["failures_in_a_row"] == 2
     assert shown["aws_sync"]["last_error"] == "boom"
+    assert parse_datetime(shown["aws_sync"]["next_try_at"]) == next_try.replace(
+        microsecond=next_try.microsecond
+    )
     patched = api(people).patch(
         "/api/v1/service-environments/sagemaker/", {"region": "eu-west-1"}, format="json"
     )
