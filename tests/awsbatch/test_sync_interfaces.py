@@ -22,7 +22,7 @@ from quotaportal.awsbatch.sync.shapes import AWS_ACTIVE, share_config
 from quotaportal.quotas import services
 from quotaportal.quotas.models import Event, Job, ServiceEnvironment
 from tests.awsbatch.sync_builders import UNIT, Aws, submit
-from tests.builders import TOKEN, samples, value
+from tests.builders import TOKEN, add_share, samples, value
 
 
 @pytest.fixture(autouse=True)
@@ -277,3 +277,22 @@ def test_rest_shows_drift_and_lets_only_admins_answer_it(people, aws):
     assert api(people).post(url, {"decision": "adopt"}, format="json").status_code == 409
     share.refresh_from_db()
     assert share_config(share)["capacity_limits"] == {UNIT: 3}
+
+
+def test_aws_sync_check_lists_what_a_queue_new_to_aws_would_create(people):
+    """Nothing of it is in AWS yet: the check says what a sync would create, reads nothing
+    back from a queue AWS does not have, and exits cleanly (issue 34, item 4)."""
+    aws = Aws(people.admin, name="newq", env_name="fresh")
+    add_share(people.admin, aws.queue, "qs1", "vision", 1, "LEND", unit=UNIT)
+    aws.stub.add_response("list_scheduling_policies", {"schedulingPolicies": []}, None)
+    aws.stub.add_response("describe_service_environments", {"serviceEnvironments": []}, None)
+    aws.stub.add_response("describe_job_queues", {"jobQueues": []}, None)
+    out = io.StringIO()
+    call_command("aws_sync_check", "fresh", stdout=out)
+    aws.stub.assert_no_pending_responses()
+    text = out.getvalue()
+    assert "would push: created job queue newq" in text
+    assert "would push: created quota share qs1" in text
+    assert "not in AWS Batch yet" in text
+    assert "error" not in text
+    assert not MirroredResource.objects.filter(environment=aws.env).exclude(arn="").exists()

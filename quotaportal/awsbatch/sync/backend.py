@@ -81,6 +81,9 @@ def _run(sync: Sync) -> str | None:
         push_new_jobs(sync)
         push_priorities(sync)
         push_terminations(sync)
+        if sync.caller.pretended("create_job_queue"):
+            sync.note("the job queue is not in AWS Batch yet: a sync creates it, nothing to pull")
+            return None
         pull_jobs(sync)
         pull_positions(sync)
     except BudgetSpent:

@@ -109,6 +109,11 @@ class Caller:
         # stops as if its budget were spent and the rest waits for the next tick.
         self.deadline = None if seconds is None else time.monotonic() + seconds
 
+    def pretended(self, operation: str) -> bool:
+        """Did this check (dry run) pretend to send `operation`? Then AWS has not got what it
+        would have made, and reading it back there would fail."""
+        return any(name == operation for name, _ in self.writes)
+
     @property
     def left(self) -> int:
         return self.budget - self.calls

@@ -219,10 +219,14 @@ def _one_resource(sync, row, local, found, arn_key, aws_config, *, create, updat
 
 def _shares(sync: Sync) -> None:
     queue = sync.queue
-    remote = {
-        item["quotaShareName"]: item
-        for item in sync.caller.pages("list_quota_shares", "quotaShares", jobQueue=queue.name)
-    }
+    remote = (
+        {}  # a check that pretended to create the queue: AWS has no shares of it to list
+        if sync.caller.pretended("create_job_queue")
+        else {
+            item["quotaShareName"]: item
+            for item in sync.caller.pages("list_quota_shares", "quotaShares", jobQueue=queue.name)
+        }
+    )
     prefix = f"{queue.name}/"
     rows = {
         row.name[len(prefix) :]: row
