@@ -448,3 +448,34 @@ def test_a_sync_starts_no_call_past_its_time_limit(aws, people, settings):
     assert run.backend_calls == 0
     assert SyncState.objects.get(environment=aws.env).failures == 0
     assert not RemoteJob.objects.exists()
+
+
+def test_a_priority_changed_in_aws_is_pulled_though_the_status_stays(aws, people):
+    """ListServiceJobs carries no priority: a waiting job not looked at for a while is
+    described, and AWS's new priority reaches the portal (issue 34, item 2)."""
+    aws.share("qs1", "vision")
+    job = submit(people.alice, aws, priority=3)
+    aws.expect_submit(job, "aws-1")
+    aws.expect_lists({"RUNNABLE": [summary("aws-1", "RUNNABLE")]})
+    aws.expect_snapshot()
+    aws.tick()
+    aws.stub.assert_no_pending_responses()
+    # Someone raises it in the AWS console; a minute later the status is still RUNNABLE.
+    RemoteJob.objects.filter(job=job).update(pushed_at=timezone.now() - timedelta(minutes=2))
+    aws.expect_lists({"RUNNABLE": [summary("aws-1", "RUNNABLE")]})
+    aws.stub.add_response(
+        "describe_service_job",
+        described(job, "aws-1", "RUNNABLE", schedulingPriority=9),
+        {"jobId": "aws-1"},
+    )
+    aws.expect_snapshot()
+    aws.tick()
+    aws.stub.assert_no_pending_responses()
+    job.refresh_from_db()
+    assert job.scheduling_priority == 9
+    assert Event.objects.filter(job=job, kind=EventKind.PRIORITY_CHANGED).exists()
+    # Looked at just now: the next sync lists it and describes nothing.
+    aws.expect_lists({"RUNNABLE": [summary("aws-1", "RUNNABLE")]})
+    aws.expect_snapshot()
+    aws.tick()
+    aws.stub.assert_no_pending_responses()

@@ -13,6 +13,7 @@ that the portal never saw is adopted. GetJobQueueSnapshot gives the queue positi
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 
 from django.db.models import F
 
@@ -149,11 +150,34 @@ def pull_jobs(sync: Sync) -> None:
             else:
                 _describe(sync, remote)
     RemoteJob.objects.bulk_update(still_waiting, ["aws_status"])
+    _refresh_stale(sync, [r for r in tracked if r.aws_job_id in listed and r.pulled_at != sync.now])
     known = set(
         RemoteJob.objects.filter(aws_job_id__in=list(listed)).values_list("aws_job_id", flat=True)
     )
     for aws_job_id in listed.keys() - known:
         _adopt(sync, aws_job_id)
+
+
+# ListServiceJobs summaries carry no priority: a priority changed in AWS (its console, the CLI)
+# shows only in DescribeServiceJob. Each sync describes a few waiting jobs not looked at for a
+# while, oldest first, so such a change reaches the portal within a few syncs, at a bounded
+# cost in calls.
+PRIORITY_REFRESH_PER_SYNC = 5
+PRIORITY_REFRESH_SECONDS = 60
+
+
+def _refresh_stale(sync: Sync, listed: list[RemoteJob]) -> None:
+    since = sync.now - timedelta(seconds=PRIORITY_REFRESH_SECONDS)
+    stale = sorted(
+        (r for r in listed if _waiting(r.aws_status) and _last_look(r) < since), key=_last_look
+    )
+    for remote in stale[: min(PRIORITY_REFRESH_PER_SYNC, max(sync.caller.left - 1, 0))]:
+        _describe(sync, remote)
+
+
+def _last_look(remote: RemoteJob):
+    """When the portal last knew the job's details: its last describe, else its push."""
+    return remote.pulled_at or remote.pushed_at
 
 
 def _waiting(aws_status: str) -> bool:
@@ -209,8 +233,9 @@ def _record(sync: Sync, remote: RemoteJob, state: RemoteState, status: str, atte
     if state.scheduling_priority is not None:
         remote.pushed_priority = state.scheduling_priority
     remote.save()
-    happened = f" ({', '.join(kinds)})" if kinds else ""
-    sync.note(f"pull: job {remote.job.name} {before or '?'} → {status}{happened}")
+    if kinds or before != status:  # a look that found nothing new is not news
+        happened = f" ({', '.join(kinds)})" if kinds else ""
+        sync.note(f"pull: job {remote.job.name} {before or '?'} → {status}{happened}")
 
 
 def _adopt(sync: Sync, aws_job_id: str) -> None:
