@@ -9,6 +9,7 @@ from django.conf import settings
 
 from quotaportal.quotas.errors import ServiceError
 from quotaportal.quotas.models import (
+    Backend,
     CapacityUnit,
     JobQueue,
     QuotaShare,
@@ -103,6 +104,22 @@ class JobSubmitForm(forms.Form):
         field = self.fields["quota_share"]
         field.queryset = shares.order_by("job_queue__name", "name")
         field.label_from_instance = lambda s: f"{s.job_queue.name} / {s.name}"
+        self._fit_to(list(field.queryset.select_related("job_queue__service_environment")))
+
+    def _fit_to(self, shares: list) -> None:
+        """Offer what the user's shares can take: the only share or unit preselected, the
+        units the shares have limits for, and a simulated duration only where one counts."""
+        if len(shares) == 1:
+            self.fields["quota_share"].initial = shares[0].pk
+        units = CapacityUnit.objects.filter(
+            sharecapacitylimit__share__in=[s.pk for s in shares]
+        ).distinct()
+        if shares and units.exists():
+            self.fields["capacity_unit"].queryset = units.order_by("name")
+            if units.count() == 1:
+                self.fields["capacity_unit"].initial = units.get().name
+        if not any(s.job_queue.service_environment.backend == Backend.SIMULATED for s in shares):
+            del self.fields["simulated_duration_seconds"]
 
 
 class PriorityForm(forms.Form):

@@ -341,3 +341,32 @@ def test_an_anonymous_404_offers_to_sign_in(client):
     missing = client.get("/no-such-page/")
     assert missing.status_code == 404
     assert "Sign in" in missing.content.decode()
+
+
+def test_the_submit_form_offers_what_the_users_shares_can_take(browser_as, people, fleet):
+    from quotaportal.quotas.models import SchedulingPolicy
+    from quotaportal.web.forms import JobSubmitForm
+    from tests.builders import add_share
+
+    form = JobSubmitForm(user=people.alice)  # alice's team has one share, on SIMULATED
+    assert form.fields["quota_share"].initial == fleet.vision.pk, "the only share, chosen"
+    assert form.fields["capacity_unit"].initial == "a100", "the only unit, chosen"
+    assert "simulated_duration_seconds" in form.fields
+    services.create_capacity_unit(people.admin, name="gpu1")
+    env = services.create_service_environment(
+        people.admin, name="onprem", backend="LOCAL", capacity_limits={"gpu1": 2}
+    )
+    local = services.create_job_queue(
+        people.admin,
+        name="onprem",
+        scheduling_policy=SchedulingPolicy.objects.get(name="fifo"),
+        service_environment=env,
+    )
+    add_share(people.admin, local, "bobs", "nlp", 2, "LEND", unit="gpu1")
+    for share in fleet.queue.quota_shares.filter(team__name="nlp"):
+        services.update_share(people.admin, share, state="DISABLED")
+    form = JobSubmitForm(user=people.bob)  # now only a LOCAL share
+    assert "simulated_duration_seconds" not in form.fields, "it would count for nothing"
+    assert [u.name for u in form.fields["capacity_unit"].queryset] == ["gpu1"]
+    page = browser_as(people.bob).get("/jobs/new/").content.decode()
+    assert "Simulated duration" not in page
