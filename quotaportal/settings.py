@@ -217,7 +217,12 @@ REST_FRAMEWORK = {
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "quotaportal API",
-    "DESCRIPTION": "Quota shares, jobs and capacity for shared GPU fleets.",
+    # Shown atop the docs page (Markdown): the way back to the portal.
+    "DESCRIPTION": (
+        "Quota shares, jobs and capacity for shared GPU fleets. "
+        "[Back to the portal](/) · [Jobs](/jobs/) · authenticate with `Authorization: Token …` "
+        "(your API token) or a signed-in session."
+    ),
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     # The schema and its docs describe the API; they hold no data, so anyone may read them.

@@ -323,13 +323,16 @@ def upcoming_capacity_changes(env, now, limit: int = 10) -> list[dict]:
         for name, unit, n, start, end in rows
     ]
     base = bridge.environment_limits(env)
-    changes = []
-    for when, what in changes_after(windows, now.timestamp())[:limit]:
-        changes.append(
-            {
-                "time": datetime.fromtimestamp(when, UTC),
-                "what": what,
-                "capacity": capacity_at(base, windows, when),
-            }
-        )
-    return changes
+    # Changes at one instant (a reservation ends as the next starts) are one change: two
+    # lines would both show the capacity after both.
+    by_instant: dict[float, list[str]] = {}
+    for when, what in changes_after(windows, now.timestamp()):
+        by_instant.setdefault(when, []).append(what)
+    return [
+        {
+            "time": datetime.fromtimestamp(when, UTC),
+            "what": "; ".join(whats),
+            "capacity": capacity_at(base, windows, when),
+        }
+        for when, whats in list(by_instant.items())[:limit]
+    ]

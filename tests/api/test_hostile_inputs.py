@@ -241,3 +241,8 @@ def test_every_field_error_is_a_list_and_unknown_statuses_are_refused(as_user, f
     bogus = as_user("alice").get("/api/v1/jobs/?status=bogus")
     assert bogus.status_code == 400
     assert "RUNNABLE" in bogus.json()["status"][0]
+
+
+def test_the_api_docs_lead_back_to_the_portal(client):
+    schema = client.get("/api/schema/", HTTP_ACCEPT="application/json").content.decode()
+    assert "[Back to the portal](/)" in schema

@@ -213,3 +213,19 @@ def test_a_job_waiting_for_reserved_capacity_is_expected_when_the_window_opens(p
     run_tick(queues["hi"].id, now=now)
     estimates.refresh_estimates(queues["hi"], now)
     assert Job.objects.get(pk=job.pk).estimated_start_at == opens
+
+
+def test_changes_at_one_instant_are_one_change_with_the_capacity_after_both(people):
+    from quotaportal.quotas.selectors import upcoming_capacity_changes
+
+    env, _ = two_queues(people.admin, capacity=2)
+    now = timezone.now()
+    handover = now + timedelta(hours=1)
+    reserve(people.admin, env, now + timedelta(minutes=5), handover, instances=2, name="a")
+    reserve(people.admin, env, handover, handover + timedelta(hours=1), instances=4, name="b")
+    upcoming = upcoming_capacity_changes(env, now)
+    assert [c["time"] for c in upcoming].count(handover) == 1
+    (at_handover,) = [c for c in upcoming if c["time"] == handover]
+    assert "a ends" in at_handover["what"]
+    assert "b starts" in at_handover["what"]
+    assert sum(at_handover["capacity"].values()) == 2 + 4
