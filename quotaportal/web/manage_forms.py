@@ -5,6 +5,7 @@ from __future__ import annotations
 from django import forms
 from django.contrib.auth import get_user_model
 
+from quotaportal.quotas import names
 from quotaportal.quotas.models import (
     Backend,
     CapacityUnit,
@@ -17,18 +18,25 @@ from quotaportal.quotas.models import (
 from quotaportal.quotas.services.resources import AWS_CONNECTION_FIELDS, MAX_GPUS_PER_UNIT
 from quotaportal.web.forms import parse_unit_counts
 
-# AWS's rule for the names of environments, policies and queues (units may hold dots).
-RESOURCE_NAME = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}\Z"
-UNIT_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z"
-NAME_HELP = "Letters, digits, - and _ (up to 128), starting with a letter or digit."
+# The names the services take (quotas.names: AWS's rule; units may hold dots), checked here
+# first so the form says so next to the field.
+RESOURCE_NAME = rf"^{names.AWS_NAME.pattern}\Z"
+UNIT_NAME = rf"^{names.UNIT_NAME.pattern}\Z"
+NAME_HELP = f"{names.AWS_NAME_RULE[0].upper()}{names.AWS_NAME_RULE[1:]}."
 
 
-def _name(pattern: str = RESOURCE_NAME, help_text: str = NAME_HELP, **kwargs) -> forms.Field:
+def _name(
+    pattern: str = RESOURCE_NAME,
+    help_text: str = NAME_HELP,
+    rule: str = names.AWS_NAME_RULE,
+    **kwargs,
+) -> forms.Field:
+    """A name field: `help_text` says what it is for, an error always states the rule."""
     return forms.RegexField(
         regex=pattern,
         max_length=128,
         help_text=help_text,
-        error_messages={"invalid": help_text},
+        error_messages={"invalid": f"Use {rule}."},
         **kwargs,
     )
 
@@ -39,7 +47,10 @@ def _choices(values) -> list[tuple[str, str]]:
 
 class TeamForm(forms.Form):
     name = _name(
-        r"^[-a-zA-Z0-9_]{1,64}\Z", "Up to 64 letters, digits, - or _ (no spaces).", label="Name"
+        r"^[-a-zA-Z0-9_]{1,64}\Z",
+        "Up to 64 letters, digits, - or _ (no spaces).",
+        "1 to 64 letters, digits, - or _ (no spaces)",
+        label="Name",
     )
 
 
@@ -72,7 +83,11 @@ class UserCreateForm(forms.Form):
 
 
 class UnitForm(forms.Form):
-    name = _name(UNIT_NAME, "An instance type or GPU model: letters, digits, . - _ (up to 64).")
+    name = _name(
+        UNIT_NAME,
+        "An instance type or GPU model: letters, digits, . - _ (up to 64).",
+        names.UNIT_NAME_RULE,
+    )
     gpus_per_unit = forms.IntegerField(min_value=1, max_value=MAX_GPUS_PER_UNIT, initial=1)
     description = forms.CharField(max_length=200, required=False)
 

@@ -325,3 +325,20 @@ def test_a_long_bad_capacity_value_is_not_echoed_in_full():
     assert "1,000 characters" in message
     assert "x" * 100 not in message
     assert "write unit=count pairs" in message
+
+
+@pytest.mark.django_db
+def test_a_bad_name_states_the_rule_not_the_fields_help():
+    from quotaportal.web.manage_forms import EnvironmentForm, ReservationForm, TeamForm
+
+    reservation = ReservationForm({"name": "bad name!"})
+    reservation.is_valid()
+    assert reservation.errors["name"] == [
+        "Use 1 to 128 letters, digits, - or _ (no spaces or other signs)."
+    ]
+    environment = EnvironmentForm({"name": "-1"})
+    environment.is_valid()
+    assert "name" not in environment.errors, "the services take it: so does the form"
+    team = TeamForm({"name": "x" * 65})
+    team.is_valid()
+    assert "1 to 64 letters" in team.errors["name"][0]
