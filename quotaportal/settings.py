@@ -131,6 +131,9 @@ elif envbool("QP_DB_PREPARED_STATEMENTS", True):
     # pooler that cannot keep prepared statements (PgBouncer in transaction mode before 1.21).
     DATABASES["default"]["OPTIONS"] = {"server_side_binding": True, "prepare_threshold": 2}
 REDIS_URL = os.environ.get("REDIS_URL", "")
+# Every key and channel the portal writes in Redis starts with this: deployments (or test
+# runs) sharing a Redis database keep apart by their prefixes.
+QP_REDIS_PREFIX = os.environ.get("QP_REDIS_PREFIX", "quotaportal")
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 LANGUAGE_CODE = "en-us"

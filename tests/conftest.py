@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from django.conf import settings as django_settings
 from hypothesis import settings as hypothesis_settings
 
 from tests.builders import (
@@ -19,6 +20,13 @@ from tests.builders import (
 hypothesis_settings.register_profile("ci", derandomize=True, print_blob=True)
 if os.environ.get("CI"):
     hypothesis_settings.load_profile("ci")
+
+# The Redis keys and channels of this run (tick marks, the configuration's generation,
+# wake-ups) carry a prefix of its own, here and in the processes it starts: a second run on
+# the same Redis database (REDIS_URL's) neither sees nor clears them.
+os.environ.setdefault("QP_REDIS_PREFIX", f"quotaportal-test-{os.getpid()}")
+if django_settings.configured:  # pytest-django may have loaded the settings before this file
+    django_settings.QP_REDIS_PREFIX = os.environ["QP_REDIS_PREFIX"]
 
 
 @pytest.fixture(scope="session")

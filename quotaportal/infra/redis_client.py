@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from functools import cache
 
+from django.conf import settings
+
 
 @cache
 def client(url: str, timeout: float | None = 2.0):
@@ -12,3 +14,9 @@ def client(url: str, timeout: float | None = 2.0):
     import redis
 
     return redis.Redis.from_url(url, socket_timeout=timeout)
+
+
+def key(name: str) -> str:
+    """A key (or channel) of this deployment: QP_REDIS_PREFIX, then `name`. Two deployments,
+    or two test runs, on one Redis database keep apart by their prefixes."""
+    return f"{settings.QP_REDIS_PREFIX}:{name}"

@@ -19,7 +19,11 @@ from django.conf import settings
 from quotaportal.infra import redis_client
 
 log = logging.getLogger(__name__)
-CHANNEL = "quotaportal:environment-changed"
+
+
+def channel() -> str:
+    return redis_client.key("environment-changed")
+
 
 _condition = threading.Condition()
 _generation: dict[int, int] = defaultdict(int)  # environment id -> announcements seen here
@@ -33,7 +37,7 @@ def publish(env_id: int) -> None:
     if not settings.REDIS_URL:
         return
     try:
-        redis_client.client(settings.REDIS_URL).publish(CHANNEL, str(env_id))
+        redis_client.client(settings.REDIS_URL).publish(channel(), str(env_id))
     except Exception:  # waiters still wake at their timeout; the work is not lost
         log.warning("could not announce environment %s over Redis", env_id, exc_info=True)
 
@@ -91,7 +95,7 @@ def _listen(ready: threading.Event) -> None:
             pubsub = redis_client.client(settings.REDIS_URL, timeout=None).pubsub(
                 ignore_subscribe_messages=True
             )
-            pubsub.subscribe(CHANNEL)
+            pubsub.subscribe(channel())
             ready.set()
             for message in pubsub.listen():
                 if message.get("type") == "message":

@@ -11,19 +11,23 @@ import logging
 
 from django.conf import settings
 
+from quotaportal.infra import redis_client
 from quotaportal.infra.redis_client import client
 
 log = logging.getLogger(__name__)
 
-KEY = "quotaportal:celery-worker-alive"
 BEAT_SECONDS = 5.0
 SILENT_AFTER_SECONDS = 30
+
+
+def key() -> str:
+    return redis_client.key("celery-worker-alive")
 
 
 def record_worker_alive(hostname: str) -> None:
     """Called by every worker every BEAT_SECONDS; a broker outage only skips a beat."""
     try:
-        client(settings.REDIS_URL, timeout=1.0).set(KEY, hostname, ex=SILENT_AFTER_SECONDS)
+        client(settings.REDIS_URL, timeout=1.0).set(key(), hostname, ex=SILENT_AFTER_SECONDS)
     except Exception as err:  # the worker must outlive any Redis trouble
         log.warning("could not record that this worker is alive: %s", err)
 
@@ -34,7 +38,7 @@ def broker_problem() -> str | None:
     if not settings.REDIS_URL:
         return None
     try:
-        alive = client(settings.REDIS_URL, timeout=1.0).exists(KEY)
+        alive = client(settings.REDIS_URL, timeout=1.0).exists(key())
     except Exception as err:
         return f"the broker (Redis) does not answer: {type(err).__name__}"
     if not alive:

@@ -35,7 +35,10 @@ from quotaportal.quotas import models
 log = logging.getLogger(__name__)
 
 MAX_AGE_SECONDS = 10.0
-GENERATION_KEY = "quotaportal:config-generation"
+
+
+def generation_key() -> str:
+    return redis_client.key("config-generation")
 
 
 class CachedLookups(dict):
@@ -75,7 +78,7 @@ def _current() -> dict:
     if not settings.REDIS_URL:
         return {}
     try:
-        generation = redis_client.client(settings.REDIS_URL).get(GENERATION_KEY)
+        generation = redis_client.client(settings.REDIS_URL).get(generation_key())
     except Exception:  # Redis's errors vary; the rows are read as if nothing were kept
         log.warning("could not read the configuration generation; looking rows up afresh")
         return {}
@@ -113,7 +116,7 @@ def config_changed() -> None:
 def _raise_generation() -> None:
     forget()  # this process sees its own change even when Redis does not answer
     try:
-        redis_client.client(settings.REDIS_URL).incr(GENERATION_KEY)
+        redis_client.client(settings.REDIS_URL).incr(generation_key())
     except Exception:  # the other processes' entries expire within MAX_AGE_SECONDS anyway
         log.exception("could not raise the configuration generation")
 

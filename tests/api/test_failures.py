@@ -13,7 +13,7 @@ from django.db import connection
 from django.test import override_settings
 
 from quotaportal.infra.redis_client import client as redis_client
-from quotaportal.infra.worker_health import KEY, record_worker_alive
+from quotaportal.infra.worker_health import key, record_worker_alive
 from tests.builders import submit
 
 JOB = {"job_queue": "gpu", "quota_share": "vision", "capacity_unit": "a100", "name": "train"}
@@ -41,7 +41,7 @@ def database_down(transactional_db):
 def worker_alive(settings):
     record_worker_alive("test-worker")
     yield
-    redis_client(settings.REDIS_URL).delete(KEY)
+    redis_client(settings.REDIS_URL).delete(key())
 
 
 def test_with_the_database_down_the_rest_api_answers_a_json_503(people, database_down):
@@ -79,7 +79,7 @@ def test_with_the_database_down_healthz_says_so(client, database_down):
 
 @pytest.mark.django_db
 def test_healthz_says_when_no_worker_has_reported(client, settings):
-    redis_client(settings.REDIS_URL).delete(KEY)
+    redis_client(settings.REDIS_URL).delete(key())
     silent = client.get("/healthz")
     assert silent.status_code == 503
     assert "no Celery worker has reported" in silent.json()["reason"]

@@ -82,7 +82,9 @@ def test_another_process_change_is_seen_through_the_generation(people, fleet, se
     assert post(people, fleet, quantity=4).status_code == 201
     fleet.env.capacity_limits.update(max_capacity=1)  # a row change this process sent no signal for
     assert post(people, fleet, quantity=4).status_code == 201, "kept: not looked up again"
-    redis.Redis.from_url(settings.REDIS_URL).incr(config_cache.GENERATION_KEY)  # the other's commit
+    redis.Redis.from_url(settings.REDIS_URL).incr(
+        config_cache.generation_key()
+    )  # the other's commit
     assert post(people, fleet, quantity=4).status_code == 400
 
 

@@ -79,7 +79,7 @@ def test_an_announcement_from_another_process_arrives_over_redis(people, host, s
     with wakeups_silenced():
         run_tick(queue.pk)
     env_id = queue.service_environment_id
-    redis.Redis.from_url(settings.REDIS_URL).publish(wakeups.CHANNEL, str(env_id))
+    redis.Redis.from_url(settings.REDIS_URL).publish(wakeups.channel(), str(env_id))
     answer = waiting.result(within=10)
     assert answer is not None
     assert [p["job_id"] for p in answer["placements"]] == [str(job.pk)]

@@ -16,7 +16,7 @@ import redis
 from django.db import connection
 from django.utils import timezone
 
-from quotaportal.infra.worker_health import KEY
+from quotaportal.infra.worker_health import key
 from quotaportal.quotas.models import Job, SchedulerRun
 from tests.builders import REPO, submit
 
@@ -44,7 +44,7 @@ def until(condition, what: str, timeout: float = 30.0):
 def test_the_worker_survives_repeated_broker_outages(people, fleet, repo, tmp_path):
     broker = OwnRedis(tmp_path)  # started
     url = broker.url
-    reported = lambda: redis.Redis(port=broker.port, socket_timeout=1).exists(KEY)  # noqa: E731
+    reported = lambda: redis.Redis(port=broker.port, socket_timeout=1).exists(key())  # noqa: E731
     database = os.environ["DATABASE_URL"].rsplit("/", 1)[0] + "/" + connection.settings_dict["NAME"]
     env = {**os.environ, "DATABASE_URL": database, "REDIS_URL": url, "QP_TICK_SECONDS": "1"}
     celery = os.path.join(os.path.dirname(sys.executable), "celery")

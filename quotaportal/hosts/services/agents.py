@@ -303,7 +303,7 @@ def delivered_version(host_id: int) -> str | None:
 
 
 def _delivered_key(host_id: int) -> str:
-    return f"quotaportal:work-told:{host_id}"
+    return redis_client.key(f"work-told:{host_id}")
 
 
 def host_work(host: GpuHost) -> dict:

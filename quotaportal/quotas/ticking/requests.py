@@ -132,7 +132,7 @@ def next_local_wake() -> datetime | None:
 
 
 def _wake_key(env_id: int) -> str:
-    return f"quotaportal:tick-at:{env_id}"
+    return redis_client.key(f"tick-at:{env_id}")
 
 
 class TickGate:
@@ -259,12 +259,12 @@ def environment_of(queue_id: int) -> int | None:
 
 
 def _key(env_id: int) -> str:
-    return f"quotaportal:tick-queued:{env_id}"
+    return redis_client.key(f"tick-queued:{env_id}")
 
 
 def _spacing_key(env_id: int) -> str:
-    return f"quotaportal:tick-spacing:{env_id}"
+    return redis_client.key(f"tick-spacing:{env_id}")
 
 
 def _planned_key(env_id: int) -> str:
-    return f"quotaportal:tick-planned:{env_id}"
+    return redis_client.key(f"tick-planned:{env_id}")
