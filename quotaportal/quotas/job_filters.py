@@ -1,5 +1,6 @@
 """The filters of the job lists, one FilterSet for the REST API (`/api/v1/jobs/`) and the web
-page (`/jobs/`): by queue, share, status (any case) and "my teams only"."""
+page (`/jobs/`): by queue, share, status (any case), name (a part of it, any case), "my teams
+only", and the order (`sort`: submitted, priority or status; `-` first for descending)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,16 @@ class JobFilter(django_filters.FilterSet):
     job_queue = django_filters.CharFilter(field_name="job_queue__name", label="Queue")
     quota_share = django_filters.CharFilter(field_name="share_name", label="Share")
     status = StatusFilter(field_name="status", label="Status")
+    name = django_filters.CharFilter(field_name="name", lookup_expr="icontains", label="Name")
     mine = django_filters.CharFilter(method="only_my_teams", label="Only my teams' jobs")
+    sort = django_filters.OrderingFilter(
+        fields=(
+            ("created_at", "submitted"),
+            ("scheduling_priority", "priority"),
+            ("status", "status"),
+        ),
+        label="Sort",
+    )
 
     def only_my_teams(self, queryset, name, value):
         if value.lower() not in YES:

@@ -370,3 +370,17 @@ def test_the_submit_form_offers_what_the_users_shares_can_take(browser_as, peopl
     assert [u.name for u in form.fields["capacity_unit"].queryset] == ["gpu1"]
     page = browser_as(people.bob).get("/jobs/new/").content.decode()
     assert "Simulated duration" not in page
+
+
+def test_the_jobs_lists_search_by_name_and_sort_alike(browser_as, people, fleet):
+    low = submit(people.alice, fleet, name="sweep-low", scheduling_priority=1)
+    high = submit(people.alice, fleet, name="sweep-high", scheduling_priority=9)
+    submit(people.alice, fleet, name="other")
+    page = browser_as(people.alice)
+    rest = page.get("/api/v1/jobs/", {"name": "SWEEP", "sort": "-priority"}).json()
+    assert [job["id"] for job in rest["results"]] == [str(high.pk), str(low.pk)]
+    html = page.get("/jobs/", {"name": "sweep", "sort": "priority"}).content.decode()
+    assert html.index("sweep-low") < html.index("sweep-high")
+    assert ">other<" not in html
+    refused = page.get("/api/v1/jobs/", {"sort": "password"})
+    assert refused.status_code == 400

@@ -51,6 +51,15 @@ def _decorate(user, jobs) -> None:
         job.reason_short = SHORT_REASONS.get(job.pending_reason, job.pending_reason)
 
 
+SORTS = [
+    ("", "newest first"),
+    ("submitted", "oldest first"),
+    ("-priority", "highest priority first"),
+    ("priority", "lowest priority first"),
+    ("status", "by status"),
+]
+
+
 @login_required
 def job_list(request):
     jobs = selectors.visible_jobs(request.user).order_by("-created_at", "id")
@@ -64,6 +73,7 @@ def job_list(request):
             "page": page,
             "filters": request.GET,
             "filter_errors": filters.errors,
+            "sorts": SORTS,
             "query": query_without_page(request),
             "queues": JobQueue.objects.order_by("name").values_list("name", flat=True),
             "shares": QuotaShare.objects.order_by("name").values_list("name", flat=True).distinct(),
