@@ -20,6 +20,8 @@ from django.shortcuts import render
 from django.template import loader
 from django.utils.html import format_html
 
+from quotaportal.quotas.names import shortened
+
 log = logging.getLogger(__name__)
 
 RETRY_AFTER_SECONDS = 5
@@ -91,12 +93,7 @@ def forbidden(request: HttpRequest, exception=None) -> HttpResponse:
     reason = str(exception or "") or "you are not allowed to do this"
     if interface_of(request) != "page":
         return error_response(request, 403, reason, "AccessDeniedException")
-    message = f"You cannot open this page: {reason}."
-    if request.headers.get("HX-Request"):
-        return _fragment(message, 403)
-    return render(
-        request, "web/http_error.html", {"title": "Not allowed", "message": message}, status=403
-    )
+    return _product_page(request, 403, "Not allowed", f"You cannot open this page: {reason}.")
 
 
 def not_found(request: HttpRequest, exception=None) -> HttpResponse:
@@ -104,18 +101,21 @@ def not_found(request: HttpRequest, exception=None) -> HttpResponse:
     or the interface's JSON."""
     if interface_of(request) != "page":
         return error_response(request, 404, "not found", "ClientException")
-    shown = request.path if len(request.path) <= 80 else request.path[:79] + "…"
-    message = f"There is no page at {shown}: check the address, or start again from the links."
-    if request.headers.get("HX-Request"):
-        return _fragment(message, 404)
-    return render(
-        request, "web/http_error.html", {"title": "Not found", "message": message}, status=404
+    message = (
+        f"There is no page at {shortened(request.path, 80)}: check the address, or start "
+        "again from the links."
     )
+    return _product_page(request, 404, "Not found", message)
 
 
-def _fragment(message: str, status: int) -> HttpResponse:
-    """An htmx request's error: a message for its target alone, never a whole page inside it."""
-    return HttpResponse(format_html('<p class="error" role="alert">{}</p>', message), status=status)
+def _product_page(request: HttpRequest, status: int, title: str, message: str) -> HttpResponse:
+    """A signed-in page with the navigation; for an htmx request the message alone, for its
+    target: never a whole page inside it."""
+    if request.headers.get("HX-Request"):
+        html = format_html('<p class="error" role="alert">{}</p>', message)
+        return HttpResponse(html, status=status)
+    context = {"title": title, "message": message}
+    return render(request, "web/http_error.html", context, status=status)
 
 
 def too_large(limit: int, length: int | None = None) -> str:

@@ -28,5 +28,9 @@ def _error(name, pattern: re.Pattern, rule: str) -> str | None:
         return None
     if not isinstance(name, str):
         return f"a name is text: use {rule}"
-    shown = name if len(name) <= 40 else f"{name[:40]}… ({len(name):,} characters)"
-    return f"use {rule}; got {shown!r}"
+    return f"use {rule}; got {shortened(name)!r}"
+
+
+def shortened(text: str, most: int = 40) -> str:
+    """A value quoted back in an error, cut short: no answer echoes a long bad value."""
+    return text if len(text) <= most else f"{text[:most]}… ({len(text):,} characters)"

@@ -18,6 +18,7 @@ from quotaportal.quotas.models import (
     Team,
     WhatIfSource,
 )
+from quotaportal.quotas.names import shortened
 from quotaportal.quotas.permissions import is_platform_admin, team_ids
 from quotaportal.quotas.services.jobs import MAX_COMMAND_BYTES
 from scheduler.validation import MAX_BORROW_LIMIT
@@ -239,11 +240,6 @@ def parse_unit_counts(text: str) -> dict[str, int]:
             raise forms.ValidationError(f"{shortened(match[1])} appears twice")
         counts[match[1]] = int(match[2])
     return counts
-
-
-def shortened(text: str, most: int = 40) -> str:
-    """A value quoted back in an error, cut short: a page never echoes a long bad value."""
-    return text if len(text) <= most else f"{text[:most]}… ({len(text):,} characters)"
 
 
 def unit_counts_text(counts: dict[str, int]) -> str:

@@ -127,8 +127,7 @@ def capacity_unit(body: dict, key: str = "capacityUnit") -> str:
 def _matching(value: str, key: str, pattern: re.Pattern, allowed: str) -> str:
     if pattern.fullmatch(value):
         return value
-    shown = value if len(value) <= 40 else f"{value[:40]}… ({len(value)} characters)"
-    raise AwsError(f"{key} must be 1 to {allowed}; got {shown!r}")
+    raise AwsError(f"{key} must be 1 to {allowed}; got {names.shortened(value)!r}")
 
 
 def one_of(body: dict, key: str, allowed, default=None):
