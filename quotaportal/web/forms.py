@@ -115,10 +115,11 @@ class JobSubmitForm(forms.Form):
         units = CapacityUnit.objects.filter(
             sharecapacitylimit__share__in=[s.pk for s in shares]
         ).distinct()
-        if shares and units.exists():
+        names = list(units.order_by("name").values_list("name", flat=True))
+        if names:
             self.fields["capacity_unit"].queryset = units.order_by("name")
-            if units.count() == 1:
-                self.fields["capacity_unit"].initial = units.get().name
+            if len(names) == 1:
+                self.fields["capacity_unit"].initial = names[0]
         if not any(s.job_queue.service_environment.backend == Backend.SIMULATED for s in shares):
             del self.fields["simulated_duration_seconds"]
 

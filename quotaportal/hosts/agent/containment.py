@@ -296,7 +296,4 @@ def _own_cgroups() -> dict[str, str]:
 
 
 def _lines(path: Path) -> list[str]:
-    try:
-        return path.read_text().splitlines()
-    except OSError:
-        return []  # not Linux, or no /proc: no cgroups
+    return _read(path).splitlines()  # none: not Linux, or no /proc, so no cgroups

@@ -128,9 +128,10 @@ def _tick(queue_id: int) -> None:
     with _recording() as changes:
         if queue_id in changes.planning:
             return  # the tick making this change plans the queue right after
-        env_id = requests.environment_of(queue_id)
-        if env_id in changes.held:
-            changes.held[env_id].queue_ids.add(queue_id)
+        # Only a caller that ticks an environment itself needs the queue's environment.
+        held = changes.held and changes.held.get(requests.environment_of(queue_id))
+        if held:
+            held.queue_ids.add(queue_id)
         else:
             changes.ticks.add(queue_id)
 
