@@ -37,27 +37,6 @@ def parse(argv):
     )
     parser.add_argument("--token", help=argparse.SUPPRESS)  # refused below, with the reason
     parser.add_argument(
-        "--run-as",
-        metavar="USER",
-        help="run jobs as this user (the agent must run as root); then jobs cannot read the"
-        " token file or the agent's environment",
-    )
-    parser.add_argument(
-        "--allow-root-jobs",
-        action="store_true",
-        help="an agent run as root refuses to start unless --run-as names the user jobs run"
-        " as; this runs them as root instead (they could then read the token and every"
-        " process on the host)",
-    )
-    parser.add_argument(
-        "--pass-env",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="also give jobs this variable of the agent's environment "
-        f"(always given: {', '.join(ENV_ALLOWLIST)})",
-    )
-    parser.add_argument(
         "--name", default=socket.gethostname(), help="host name (default: this machine's)"
     )
     parser.add_argument(
@@ -80,6 +59,39 @@ def parse(argv):
         help="first retry delay when the server is unreachable (heartbeats are long-polls)",
     )
     parser.add_argument(
+        "--output-every",
+        type=float,
+        default=5.0,
+        help="seconds between sending a running job's output tail",
+    )
+    _job_options(parser)
+    return parser.parse_args(argv)
+
+
+def _job_options(parser) -> None:
+    """How jobs run here: as whom, with which of the agent's variables, within which limits."""
+    parser.add_argument(
+        "--run-as",
+        metavar="USER",
+        help="run jobs as this user (the agent must run as root); then jobs cannot read the"
+        " token file or the agent's environment",
+    )
+    parser.add_argument(
+        "--allow-root-jobs",
+        action="store_true",
+        help="an agent run as root refuses to start unless --run-as names the user jobs run"
+        " as; this runs them as root instead (they could then read the token and every"
+        " process on the host)",
+    )
+    parser.add_argument(
+        "--pass-env",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also give jobs this variable of the agent's environment "
+        f"(always given: {', '.join(ENV_ALLOWLIST)})",
+    )
+    parser.add_argument(
         "--mem-per-gpu",
         type=_size,
         metavar="SIZE",
@@ -92,13 +104,6 @@ def parse(argv):
         metavar="N",
         help="CPUs a rank may use per GPU it is given, e.g. 8 or 2.5 (its cgroup's CPU quota)",
     )
-    parser.add_argument(
-        "--output-every",
-        type=float,
-        default=5.0,
-        help="seconds between sending a running job's output tail",
-    )
-    return parser.parse_args(argv)
 
 
 def _size(text: str) -> int:
