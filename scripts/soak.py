@@ -40,7 +40,6 @@ import time
 import urllib.error
 import urllib.request
 from collections import Counter
-from datetime import UTC, datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -48,6 +47,7 @@ sys.path.insert(0, str(REPO / "scripts"))
 import stack  # noqa: E402 - scripts/ is not a package
 from servers import OwnServers  # noqa: E402
 from soak_chaos import Chaos, Outages, healthz, say  # noqa: E402
+from soak_checks import attempt_figures, gpu_overlaps  # noqa: E402
 
 DATABASE = "quotaportal_soak"
 UNIT = "gpu1"
@@ -330,16 +330,9 @@ def check(stack: Stack, load: Load, started: float, drain_deadline: float) -> di
     import django
 
     django.setup()
-    from django.db.models import Count
+    from quotaportal.quotas.models import FINAL, Job
 
-    from quotaportal.quotas.models import FINAL, Job, JobAttempt
-
-    while time.monotonic() < drain_deadline:
-        open_jobs = Job.objects.exclude(status__in=FINAL).count()
-        if open_jobs == 0:
-            break
-        say(f"draining: {open_jobs} job(s) not final yet")
-        time.sleep(5)
+    drain(drain_deadline)
     jobs = dict(Job.objects.values_list("id", "status"))
     jobs = {str(k): v for k, v in jobs.items()}
     missing = sorted(load.accepted - set(jobs))
@@ -350,18 +343,6 @@ def check(stack: Stack, load: Load, started: float, drain_deadline: float) -> di
     violations_file = stack.ledger / "violations"
     violations = violations_file.read_text().splitlines() if violations_file.exists() else []
     status = Counter(jobs.values())
-    reasons = Counter(
-        JobAttempt.objects.filter(status_reason__in=["Host lost"]).values_list(
-            "status_reason", flat=True
-        )
-    )
-    preempted = JobAttempt.objects.filter(preempted=True).count()
-    starts = (
-        (stack.ledger / "starts").read_text().count("\n")
-        if (stack.ledger / "starts").exists()
-        else 0
-    )
-    retried = Job.objects.annotate(n=Count("attempts")).filter(n__gt=1).count()
     outage_figures, outage_ok = outage_checks(stack) if OUTAGES else ({}, {})
     return {
         "minutes": round((time.monotonic() - started) / 60, 2),
@@ -373,10 +354,7 @@ def check(stack: Stack, load: Load, started: float, drain_deadline: float) -> di
         "agent_kills": dict(CHAOS.kills) if CHAOS else {},
         "jobs_accepted": len(load.accepted),
         "jobs_by_status": dict(status),
-        "job_processes_started": starts,
-        "attempts_lost_with_their_host": reasons.get("Host lost", 0),
-        "attempts_preempted": preempted,
-        "jobs_with_more_than_one_attempt": retried,
+        **attempt_figures(stack),
         "gpu_overlaps_in_the_database": len(shared_gpus),
         **outage_figures,
         "checks": {
@@ -398,28 +376,16 @@ def check(stack: Stack, load: Load, started: float, drain_deadline: float) -> di
     }
 
 
-def gpu_overlaps() -> list[str]:
-    """Placements that held one GPU of one host at overlapping times, from the agents' reports
-    (a rank holds its GPUs from its start report to its exit report, or to the moment the
-    server closed it when its host was lost or re-registered)."""
-    from quotaportal.hosts.models import Placement
+def drain(deadline: float) -> None:
+    """Wait for every job to reach a final state, or for the deadline."""
+    from quotaportal.quotas.models import FINAL, Job
 
-    by_gpu: dict[tuple, list] = {}
-    rows = Placement.objects.filter(started_at__isnull=False).values_list(
-        "host__name", "gpu_indices", "started_at", "exited_at", "attempt__job_id"
-    )
-    for host, gpus, started, exited, job in rows:
-        for gpu in gpus:
-            by_gpu.setdefault((host, gpu), []).append((started, exited, job))
-    overlaps = []
-    for (host, gpu), spans in by_gpu.items():
-        # By start, then end: a rank closed the instant it started (a zero-length span)
-        # shares that instant with the next one's start without overlapping it.
-        spans.sort(key=lambda span: (span[0], span[1] or datetime.max.replace(tzinfo=UTC)))
-        for (_, end_a, job_a), (start_b, _, job_b) in zip(spans, spans[1:], strict=False):
-            if end_a is None or end_a > start_b:
-                overlaps.append(f"{host} GPU {gpu}: job {job_a} and job {job_b}")
-    return overlaps
+    while time.monotonic() < deadline:
+        open_jobs = Job.objects.exclude(status__in=FINAL).count()
+        if open_jobs == 0:
+            return
+        say(f"draining: {open_jobs} job(s) not final yet")
+        time.sleep(5)
 
 
 CHAOS: Chaos | None = None
