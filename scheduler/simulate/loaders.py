@@ -54,33 +54,11 @@ def alibaba_openb(path: str | Path) -> Workload:
     by_size = sorted(capacity, key=lambda m: (-capacity[m], m))
     jobs, skipped = [], Counter()
     for pod in pods:
-        gpus = int(pod["num_gpu"] or 0)
-        if gpus == 0:
-            skipped["no GPU"] += 1
-            continue
-        if not pod["scheduled_time"]:
-            skipped["never scheduled"] += 1
-            continue
-        allowed = set(pod["gpu_spec"].split("|")) if pod["gpu_spec"] else set(capacity)
-        unit = next((m for m in by_size if m in allowed), None)
-        if unit is None:  # a cut of the trace may hold no node of the models it asks for
-            skipped["no node of its GPU model"] += 1
-            continue
-        qos = pod["qos"] if pod["qos"] in QOS_SHARES else "BE"
-        share, _, _, priority = QOS_SHARES[qos]
-        scheduled = int(pod["scheduled_time"])
-        end = int(pod["deletion_time"]) if pod["deletion_time"] else trace_end
-        jobs.append(
-            WorkJob(
-                pod["name"],
-                share,
-                unit,
-                gpus,
-                priority,
-                float(pod["creation_time"]),
-                float(max(0, end - scheduled)),
-            )
-        )
+        job = _pod_job(pod, capacity, by_size, trace_end)
+        if isinstance(job, str):
+            skipped[job] += 1
+        else:
+            jobs.append(job)
     shares = tuple(
         Share(name, {m: max(1, math.floor(capacity[m] * part)) for m in capacity}, strategy)
         for name, strategy, part, _ in sorted(set(QOS_SHARES.values()))
@@ -102,6 +80,31 @@ def alibaba_openb(path: str | Path) -> Workload:
     )
     config = QueueConfig("openb", dict(capacity), shares)
     return Workload("alibaba-openb-2023", (QueueWorkload(config, tuple(jobs)),), notes)
+
+
+def _pod_job(pod: dict, capacity: Counter, by_size: list[str], trace_end: int) -> WorkJob | str:
+    """The job a pod becomes, or why it is left out."""
+    gpus = int(pod["num_gpu"] or 0)
+    if gpus == 0:
+        return "no GPU"
+    if not pod["scheduled_time"]:
+        return "never scheduled"
+    allowed = set(pod["gpu_spec"].split("|")) if pod["gpu_spec"] else set(capacity)
+    unit = next((m for m in by_size if m in allowed), None)
+    if unit is None:  # a cut of the trace may hold no node of the models it asks for
+        return "no node of its GPU model"
+    share, _, _, priority = QOS_SHARES[pod["qos"] if pod["qos"] in QOS_SHARES else "BE"]
+    scheduled = int(pod["scheduled_time"])
+    end = int(pod["deletion_time"]) if pod["deletion_time"] else trace_end
+    return WorkJob(
+        pod["name"],
+        share,
+        unit,
+        gpus,
+        priority,
+        float(pod["creation_time"]),
+        float(max(0, end - scheduled)),
+    )
 
 
 # -- Kueue's scheduler performance baseline ---------------------------------------------------
