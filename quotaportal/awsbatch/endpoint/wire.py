@@ -4,9 +4,7 @@ and reading request members with the checks boto3 leaves to the server."""
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime, timedelta
 
-from django.conf import settings
 from django.core import signing
 
 from quotaportal.quotas import names
@@ -56,26 +54,6 @@ def from_service_error(err: ServiceError) -> AwsError:
         f"{AWS_FIELD_NAMES.get(field, field)}: {message}" for field, message in err.errors.items()
     )
     return AwsError(text)
-
-
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-def ms(moment: datetime | None) -> int | None:
-    """Whole milliseconds since the epoch, in integers (a float would round some up)."""
-    return None if moment is None else (moment - EPOCH) // timedelta(milliseconds=1)
-
-
-def arn_prefix() -> str:
-    return f"arn:aws:batch:{settings.QP_AWS_REGION}:{settings.QP_AWS_ACCOUNT_ID}:"
-
-
-def arn(kind: str, name: str) -> str:
-    return f"{arn_prefix()}{kind}/{name}"
-
-
-def share_arn(queue_name: str, share_name: str) -> str:
-    return f"{arn('job-queue', queue_name)}/quota-share/{share_name}"
 
 
 def split_arn(value: str) -> tuple[str, str] | None:

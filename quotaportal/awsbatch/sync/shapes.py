@@ -9,13 +9,11 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
-from quotaportal.awsbatch.conventions import SIMULATED_SECONDS_TAG
+from quotaportal.awsbatch.conventions import EPOCH, SAGEMAKER_TRAINING, SIMULATED_SECONDS_TAG
 from quotaportal.quotas.models import FINAL, JobStatus, QuotaShare, State
 from quotaportal.quotas.services.remote import RemoteAttempt, RemoteState
 from quotaportal.quotas.services.shares import limits_of
 
-SAGEMAKER_TRAINING = "SAGEMAKER_TRAINING"
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # AWS statuses a job holds before it is final; SUBMITTED and PENDING wait like RUNNABLE here.
 AWS_ACTIVE = ("SUBMITTED", "PENDING", "RUNNABLE", "SCHEDULED", "STARTING", "RUNNING")
 AWS_FINAL = FINAL  # AWS Batch's final statuses are the portal's

@@ -7,12 +7,8 @@ from datetime import datetime, timedelta
 
 from django.db.models import Q
 
+from quotaportal.awsbatch.conventions import EPOCH, SAGEMAKER_TRAINING
 from quotaportal.awsbatch.endpoint import lookups
-from quotaportal.awsbatch.endpoint.operations.job_shapes import (
-    describe_shape,
-    job_arn,
-    summary_shape,
-)
 from quotaportal.awsbatch.endpoint.operations.payload import (
     capacity_of,
     command_of,
@@ -20,15 +16,18 @@ from quotaportal.awsbatch.endpoint.operations.payload import (
     simulated_seconds,
 )
 from quotaportal.awsbatch.endpoint.operations.registry import operation
-from quotaportal.awsbatch.endpoint.operations.resources import SAGEMAKER_TRAINING
 from quotaportal.awsbatch.endpoint.wire import (
-    EPOCH,
     AwsError,
     aws_name,
     from_service_error,
     page,
     required,
     typed,
+)
+from quotaportal.awsbatch.job_shapes import (
+    describe_shape,
+    job_arn,
+    summary_shape,
 )
 from quotaportal.quotas import selectors, services
 from quotaportal.quotas.errors import Conflict, ServiceError

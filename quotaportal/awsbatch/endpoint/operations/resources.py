@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from quotaportal.awsbatch.conventions import BACKEND_TAG
+from quotaportal.awsbatch.conventions import BACKEND_TAG, SAGEMAKER_TRAINING, arn
 from quotaportal.awsbatch.endpoint import lookups
 from quotaportal.awsbatch.endpoint.operations.registry import operation
 from quotaportal.awsbatch.endpoint.wire import (
     AwsError,
-    arn,
     aws_name,
     capacity_unit,
     one_of,
@@ -27,7 +26,6 @@ from quotaportal.quotas.models import (
 )
 from quotaportal.quotas.permissions import require_admin
 
-SAGEMAKER_TRAINING = "SAGEMAKER_TRAINING"
 ENDPOINT_BACKENDS = (Backend.SIMULATED, Backend.LOCAL)
 ALREADY_EXISTS = "Object already exists"  # AWS's own text for a duplicate name
 

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-from quotaportal.awsbatch.conventions import TEAM_TAG
+from quotaportal.awsbatch.conventions import TEAM_TAG, arn, share_arn
 from quotaportal.awsbatch.endpoint import lookups
 from quotaportal.awsbatch.endpoint.operations.registry import operation
 from quotaportal.awsbatch.endpoint.operations.resources import limits_shape, read_capacity_limits
 from quotaportal.awsbatch.endpoint.wire import (
     AwsError,
-    arn,
     aws_name,
     one_of,
     paged,
     required,
-    share_arn,
     typed,
 )
 from quotaportal.quotas import services

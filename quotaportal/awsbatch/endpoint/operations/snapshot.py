@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import UTC, datetime
 
+from quotaportal.awsbatch.conventions import arn, ms
 from quotaportal.awsbatch.endpoint import lookups
 from quotaportal.awsbatch.endpoint.operations.registry import operation
-from quotaportal.awsbatch.endpoint.wire import arn, ms, required
+from quotaportal.awsbatch.endpoint.wire import required
 from quotaportal.quotas import selectors
 
 

@@ -7,8 +7,7 @@ from datetime import datetime
 
 from django.conf import settings
 
-from quotaportal.awsbatch.endpoint.operations.resources import SAGEMAKER_TRAINING
-from quotaportal.awsbatch.endpoint.wire import arn, ms
+from quotaportal.awsbatch.conventions import SAGEMAKER_TRAINING, arn, ms
 from quotaportal.quotas.models import Job, JobStatus
 
 
