@@ -57,6 +57,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "axes",
     "quotaportal.quotas",
+    "quotaportal.notifications",
     "quotaportal.hosts",
     "quotaportal.awsbatch",
     "quotaportal.api",
@@ -180,6 +181,34 @@ QP_HEALTH_TICK_AGE = envint("QP_HEALTH_TICK_AGE", max(30, 5 * QP_TICK_SECONDS))
 QP_HISTORY_HOURS = envint("QP_HISTORY_HOURS", 24)
 # Start-time estimates of RUNNABLE jobs are refreshed this often per queue, each a forward
 # simulation of at most QP_ESTIMATE_MAX_WAITING waiting jobs (the rest get none).
+# Job events (webhooks, e-mail): where links in messages point, how long a webhook may take
+# to answer, the longest pause between retries, how long a refused delivery is retried, how
+# often the sweep looks for due retries, and whether a commit asks for a round at once.
+QP_PUBLIC_URL = os.environ.get("QP_PUBLIC_URL", "http://127.0.0.1:8000")
+QP_WEBHOOK_TIMEOUT = envint("QP_WEBHOOK_TIMEOUT", 10)
+QP_WEBHOOK_MAX_BACKOFF = envint("QP_WEBHOOK_MAX_BACKOFF", 60)
+QP_WEBHOOK_RETRY_HOURS = envint("QP_WEBHOOK_RETRY_HOURS", 24)
+QP_NOTIFY_SWEEP_SECONDS = envint("QP_NOTIFY_SWEEP_SECONDS", 5)
+QP_NOTIFY_AFTER_COMMIT = envbool("QP_NOTIFY_AFTER_COMMIT", True)
+# E-mail to submitters who opt in: SMTP when QP_EMAIL_HOST is set, else printed (the demo).
+MAILERS = {
+    "default": (
+        {
+            "BACKEND": "django.core.mail.backends.smtp.EmailBackend",
+            "OPTIONS": {
+                "host": os.environ["QP_EMAIL_HOST"],
+                "port": envint("QP_EMAIL_PORT", 25),
+                "username": os.environ.get("QP_EMAIL_USER", ""),
+                "password": os.environ.get("QP_EMAIL_PASSWORD", ""),
+                "use_tls": envbool("QP_EMAIL_TLS", False),
+                "timeout": 10,
+            },
+        }
+        if os.environ.get("QP_EMAIL_HOST")
+        else {"BACKEND": "django.core.mail.backends.console.EmailBackend"}
+    )
+}
+DEFAULT_FROM_EMAIL = os.environ.get("QP_EMAIL_FROM", "quotaportal@localhost")
 QP_ESTIMATE_SECONDS = envint("QP_ESTIMATE_SECONDS", 10)
 QP_ESTIMATE_MAX_WAITING = envint("QP_ESTIMATE_MAX_WAITING", 5000)
 # What-if replays run in a Celery task; with this set they run in the web process instead.
@@ -255,6 +284,11 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": float(QP_TICK_SECONDS),
         # A tick that waited longer than one period is stale: the next one supersedes it.
         "options": {"expires": max(QP_TICK_SECONDS - 0.5, 0.5)},
+    },
+    "deliver-notifications": {
+        "task": "quotaportal.notifications.tasks.deliver_notifications",
+        "schedule": float(QP_NOTIFY_SWEEP_SECONDS),
+        "options": {"expires": max(QP_NOTIFY_SWEEP_SECONDS - 0.5, 0.5)},
     },
     "refresh-estimates": {
         "task": "quotaportal.quotas.tasks.refresh_all_estimates",

@@ -47,8 +47,9 @@ def repo() -> Path:
 
 @pytest.fixture(autouse=True)
 def _ticks_only_when_asked(settings):
-    """Tests tick explicitly; the Celery test turns immediate ticks back on."""
+    """Tests tick and deliver notifications explicitly; the Celery tests turn both back on."""
     settings.QP_IMMEDIATE_TICKS = False
+    settings.QP_NOTIFY_AFTER_COMMIT = False
     yield
     from quotaportal.quotas import config_cache
     from quotaportal.quotas.ticking import requests as ticks

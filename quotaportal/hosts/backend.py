@@ -19,6 +19,8 @@ READY_SLOTS_SQL = f"""
 
 
 class LocalBackend(EnvironmentBackend):
+    preemption_stops_at_once = False  # its ranks exit after the grace period (reports)
+
     def capacity(self, env, limits: dict[str, int]) -> dict[str, int]:
         with connection.cursor() as cursor:
             cursor.execute(READY_SLOTS_SQL, [env.pk])

@@ -8,7 +8,20 @@ ADVISORY_LOCKS = {
     # (namespace, service_environment.id): one tick of an environment's queues at a time, so
     # queues sharing its capacity never plan against the same free instances.
     "environment_tick": 80_402,
+    # (namespace, 0): one publisher of the audit log's outbox at a time, so deliveries are
+    # made in the order of the events.
+    "event_publish": 80_403,
 }
+
+
+def try_lock(name: str, key: int = 0) -> bool:
+    """Take the named advisory lock for this transaction; False when another holds it (always
+    True on SQLite, which serializes writers itself)."""
+    if connection.vendor != "postgresql":
+        return True
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_xact_lock(%s, %s)", [ADVISORY_LOCKS[name], key])
+        return bool(cursor.fetchone()[0])
 
 
 def try_lock_environment(environment_id: int) -> bool:
@@ -17,14 +30,7 @@ def try_lock_environment(environment_id: int) -> bool:
     SQLite has no advisory locks; it serializes writers itself, and the embedded mode runs a
     single scheduler loop, so the lock is a no-op there.
     """
-    if connection.vendor != "postgresql":
-        return True
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT pg_try_advisory_xact_lock(%s, %s)",
-            [ADVISORY_LOCKS["environment_tick"], environment_id],
-        )
-        return bool(cursor.fetchone()[0])
+    return try_lock("environment_tick", environment_id)
 
 
 def lock_environment(environment_id: int, timeout_seconds: float = 5.0) -> bool:

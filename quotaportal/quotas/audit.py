@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from django.utils import timezone
 
-from quotaportal.quotas.models import Event
+from quotaportal.infra.bulk import insert_new
+from quotaportal.quotas.models import Event, EventKind
 from quotaportal.quotas.permissions import actor_name
+from quotaportal.quotas.ticking import changes
 
 
 def record(actor, kind: str, *, job=None, share=None, queue=None, when=None, **detail) -> Event:
+    changes.events_written()
     return Event.objects.create(
         time=when or timezone.now(),
         actor=actor,
@@ -25,7 +28,7 @@ def record(actor, kind: str, *, job=None, share=None, queue=None, when=None, **d
 def event_row(
     kind: str, *, job_id=None, queue_id=None, share_id=None, when=None, **detail
 ) -> Event:
-    """An unsaved system event, for bulk_create by the tick."""
+    """An unsaved system event, for `insert_events`."""
     return Event(
         time=when or timezone.now(),
         actor=None,
@@ -35,4 +38,24 @@ def event_row(
         job_queue_id=queue_id,
         share_id=share_id,
         detail=detail,
+    )
+
+
+def insert_events(events: list[Event]) -> None:
+    """Store many events at once (a tick's, a batch submit's); they are published after commit."""
+    if events:
+        insert_new(events)
+        changes.events_written()
+
+
+def preemption_completed(job, queue_id: int, when) -> Event:
+    """The preempted attempt has stopped: its preemption is over (AWS's "Preemption
+    Completed"), with the job's preemption record as it stands."""
+    return event_row(
+        EventKind.PREEMPTION_COMPLETED,
+        job_id=job.pk,
+        queue_id=queue_id,
+        share_id=job.quota_share_id,
+        when=when,
+        preempted_count=job.preempted_count,
     )

@@ -15,6 +15,10 @@ class EnvironmentBackend:
     # only explains, storing the planner's pending reasons as predictions, and leaves attempt
     # timeouts and job-state time limits to that scheduler.
     schedules_itself = False
+    # True when a preempted attempt has stopped the moment the tick preempts it (nothing to
+    # wind down): its preemption completes at once. False: the backend records the completion
+    # when the attempt's processes have stopped (LOCAL, after the grace period).
+    preemption_stops_at_once = True
 
     def capacity(self, env, limits: dict[str, int]) -> dict[str, int]:
         """C(u) now, given the environment's max_capacity per unit (never more than those)."""

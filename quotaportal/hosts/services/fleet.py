@@ -22,7 +22,7 @@ from quotaportal.quotas.models import (
     ServiceEnvironment,
 )
 from quotaportal.quotas.permissions import require_admin
-from quotaportal.quotas.services.lifecycle import end_attempt
+from quotaportal.quotas.services.lifecycle import end_attempt, preemptions_completed
 from quotaportal.quotas.ticking.changes import environment_work_changed, queue_changed
 from scheduler.placement import place
 
@@ -47,6 +47,7 @@ def close_placements(host: GpuHost, now, reason: str) -> None:
     ]
     for job in ended:
         end_attempt(job, succeeded=False, status_reason=reason, now=now)
+    record_preemptions_over({p.attempt: now for p in open_placements})
     if ended:  # their ranks on other hosts must stop
         environment_work_changed(host.service_environment_id)
     wake_held_retries(host.service_environment_id, [p.attempt.job_id for p in open_placements])
@@ -62,6 +63,22 @@ def close_still_open(placement_ids: list[int], now) -> int:
     the exit that freed it."""
     return Placement.objects.filter(pk__in=placement_ids, exited_at__isnull=True).update(
         exited_at=now
+    )
+
+
+def record_preemptions_over(closed: dict) -> None:
+    """Ranks closed (their attempt -> when): a preempted attempt with no rank left open on any
+    host has stopped, and its preemption is over."""
+    preempted = {a.pk: (a.job_id, when) for a, when in closed.items() if a.preempted}
+    if not preempted:
+        return  # the usual exit: nothing was preempted
+    still_open = set(
+        Placement.objects.filter(
+            attempt_id__in=list(preempted), exited_at__isnull=True
+        ).values_list("attempt_id", flat=True)
+    )
+    preemptions_completed(
+        dict(value for attempt_id, value in preempted.items() if attempt_id not in still_open)
     )
 
 

@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from quotaportal.hosts.models import AgentToken, GpuHost, Placement
 from quotaportal.hosts.services.agents import host_of, host_work, remember_delivered
-from quotaportal.hosts.services.fleet import wake_held_retries
+from quotaportal.hosts.services.fleet import record_preemptions_over, wake_held_retries
 from quotaportal.infra.bulk import update_objects
 from quotaportal.infra.locks import lock_environment
 from quotaportal.infra.subqueries import per_outer_row
@@ -154,6 +154,7 @@ def _apply_batch(host: GpuHost, reports: list[dict], received: datetime) -> list
             "attempt__started_at",
             "attempt__stopped_at",
             "attempt__job_id",
+            "attempt__preempted",
         )
         .filter(pk__in=list(last_phase), host=host)
         # Its attempt's ranks still open, on any host: an exit that leaves none ends it. The
@@ -238,6 +239,7 @@ def _apply_exits(host: GpuHost, found: dict[int, Placement], exits: dict[int, tu
     update_objects(
         [placement for placement, _ in closing], ["exit_code", "exited_at", "output_tail"]
     )
+    record_preemptions_over({placement.attempt: placement.exited_at for placement, _ in closing})
     wake_held_retries(
         host.service_environment_id,
         [p.attempt.job_id for p, _ in closing if p.attempt.stopped_at is not None],

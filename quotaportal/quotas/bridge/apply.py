@@ -9,8 +9,8 @@ from datetime import datetime
 from django.db import connection
 from django.db.models import Count
 
-from quotaportal.infra.bulk import insert_new, update_objects, update_rows
-from quotaportal.quotas.audit import event_row
+from quotaportal.infra.bulk import update_objects, update_rows
+from quotaportal.quotas.audit import event_row, insert_events, preemption_completed
 from quotaportal.quotas.bridge.snapshot import Loaded
 from quotaportal.quotas.models import (
     DISPATCHED,
@@ -22,6 +22,7 @@ from quotaportal.quotas.models import (
     JobStatus,
     QuotaShare,
 )
+from quotaportal.quotas.ticking import changes
 from scheduler import Plan, PreemptionKind
 
 RECENT_PREEMPTIONS_KEPT = 10
@@ -42,13 +43,19 @@ PREEMPTION_EVENTS = {
 RETRIES_EXHAUSTED = "Preemption retries exhausted"
 
 
-def apply_plan(queue: JobQueue, loaded: Loaded, plan: Plan, now: datetime) -> tuple[list[str], int]:
+def apply_plan(
+    queue: JobQueue, loaded: Loaded, plan: Plan, now: datetime, *, stops_at_once: bool = True
+) -> tuple[list[str], int]:
     """Write a plan: start jobs, preempt victims, store pending reasons.
+
+    `stops_at_once`: a preempted attempt has stopped as soon as it is preempted (SIMULATED),
+    so its preemption completes now; otherwise the backend says when it has (a LOCAL job's
+    ranks exit after their grace period).
 
     Returns the ids of the jobs started (in plan order) and how many jobs were preempted.
     """
     started = _start_jobs(queue, plan, now)
-    preempted = _preempt_victims(queue, plan, now)
+    preempted = _preempt_victims(queue, plan, now, stops_at_once)
     write_pending(loaded, plan)
     return started, preempted
 
@@ -114,6 +121,8 @@ def _start_jobs(queue: JobQueue, plan: Plan, now: datetime) -> list[str]:
                 },
             )
             ready = {row[0] for row in cursor.fetchall()}
+        if ready:
+            changes.events_written()
     else:
         ready = _start_jobs_portably(queue, wanted, now)
     return [job_id for job_id in wanted if job_id in ready]
@@ -142,21 +151,23 @@ def _start_jobs_portably(queue: JobQueue, wanted: dict, now: datetime) -> set[st
     JobAttempt.objects.bulk_create(
         JobAttempt(job_id=i, number=numbers.get(i, 0) + 1, started_at=now) for i in ready
     )
-    Event.objects.bulk_create(
-        event_row(
-            EventKind.DISPATCHED,
-            job_id=i,
-            queue_id=queue.pk,
-            share_id=share_of_ready[i],
-            when=now,
-            **_dispatch_detail(wanted[i]),
-        )
-        for i in ready
+    insert_events(
+        [
+            event_row(
+                EventKind.DISPATCHED,
+                job_id=i,
+                queue_id=queue.pk,
+                share_id=share_of_ready[i],
+                when=now,
+                **_dispatch_detail(wanted[i]),
+            )
+            for i in ready
+        ]
     )
     return set(ready)
 
 
-def _preempt_victims(queue: JobQueue, plan: Plan, now: datetime) -> int:
+def _preempt_victims(queue: JobQueue, plan: Plan, now: datetime, stops_at_once: bool) -> int:
     """Victims go back to RUNNABLE (or FAILED once preemption retries are exhausted).
 
     Victims are preempted even if their preemptor was terminated meanwhile: later dispatches
@@ -175,6 +186,8 @@ def _preempt_victims(queue: JobQueue, plan: Plan, now: datetime) -> int:
     events = []
     for job in victims:
         events += _preempt(job, preemptions[str(job.id)], queue, now)
+        if stops_at_once:
+            events.append(preemption_completed(job, queue.pk, now))
     # In bulk: a tick that reclaims hundreds of instances writes them in a few statements.
     _write_preempted(victims)
     for kind in {p.kind for p in preemptions.values()}:
@@ -182,12 +195,13 @@ def _preempt_victims(queue: JobQueue, plan: Plan, now: datetime) -> int:
         JobAttempt.objects.filter(job_id__in=ids, stopped_at__isnull=True).update(
             stopped_at=now, preempted=True, status_reason=PREEMPTION_REASONS[kind]
         )
-    insert_new(events)
+    insert_events(events)
     return len(victims)
 
 
 VICTIM_FIELDS = [
     "quota_share_id",
+    "status",
     "preempted_count",
     "recent_preemptions",
     "preemption_retries_before_termination",
@@ -222,6 +236,7 @@ def _preempt(job: Job, preemption, queue: JobQueue, now: datetime) -> list[Event
     job.recent_preemptions = [*job.recent_preemptions, recent][-RECENT_PREEMPTIONS_KEPT:]
     retries = job.preemption_retries_before_termination
     exhausted = retries is not None and job.preempted_count > retries
+    status_before = job.status
     job.status = JobStatus.FAILED if exhausted else JobStatus.RUNNABLE
     job.status_reason = RETRIES_EXHAUSTED if exhausted else reason
     job.stopped_at = now if exhausted else None
@@ -234,6 +249,8 @@ def _preempt(job: Job, preemption, queue: JobQueue, now: datetime) -> list[Event
             when=now,
             preempted_by=preemption.preemptor_id,
             reason=reason,
+            status=status_before,  # what it was when the preemption started (AWS: RUNNING)
+            exhausted=exhausted,
         )
     ]
     if exhausted:

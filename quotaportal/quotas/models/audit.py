@@ -17,6 +17,9 @@ class EventKind(models.TextChoices):
     PREEMPTED_CROSS_SHARE = "preempted_cross_share"
     PREEMPTED_IN_SHARE = "preempted_in_share"
     PREEMPTED_CAPACITY = "preempted_capacity"
+    # The preempted attempt has stopped (a LOCAL job's last rank exited): AWS's "Preemption
+    # Completed". The preempted_* kinds above are its "Preemption Started".
+    PREEMPTION_COMPLETED = "preemption_completed"
     PRIORITY_CHANGED = "priority_changed"
     RETRIED = "retried"
     SUCCEEDED = "succeeded"
@@ -55,11 +58,21 @@ class Event(models.Model):
         JobQueue, on_delete=models.SET_NULL, null=True, blank=True, db_index=False
     )
     detail = models.JSONField(default=dict, blank=True)
+    # The outbox: written with the change, in its transaction; set once the notifications
+    # it makes (webhook and e-mail deliveries) are stored. A database default, so the
+    # tick's own INSERTs need not name it.
+    published = models.BooleanField(default=False, db_default=False)
 
     class Meta:
         ordering = ["-time", "-id"]
-        # The dashboard asks "anything new in this queue?" by its latest event id.
-        indexes = [models.Index(fields=["job_queue", "id"], name="event_queue_id")]
+        indexes = [
+            # The dashboard asks "anything new in this queue?" by its latest event id.
+            models.Index(fields=["job_queue", "id"], name="event_queue_id"),
+            # What is left to publish: a few rows among every event ever written.
+            models.Index(
+                fields=["id"], condition=models.Q(published=False), name="event_unpublished"
+            ),
+        ]
         constraints = [
             models.CheckConstraint(
                 condition=models.Q(kind__in=EventKind.values), name="event_kind_valid"

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from quotaportal.infra.bulk import insert_new
 from quotaportal.quotas import bridge
-from quotaportal.quotas.audit import record
+from quotaportal.quotas.audit import insert_events, record
 from quotaportal.quotas.config_cache import CachedLookups, cached_lookups
 from quotaportal.quotas.errors import Conflict, InvalidInput, ServiceError
 from quotaportal.quotas.models import (
@@ -34,7 +34,12 @@ from quotaportal.quotas.permissions import (
     team_ids,
 )
 from quotaportal.quotas.services.retries import check_evaluate_on_exit
-from quotaportal.quotas.ticking.changes import agents_must_hear, jobs_submitted, queue_changed
+from quotaportal.quotas.ticking.changes import (
+    agents_must_hear,
+    events_written,
+    jobs_submitted,
+    queue_changed,
+)
 from scheduler.validation import priority_error, submission_error
 
 
@@ -245,6 +250,7 @@ def _create(actor, job_queue, share, unit, fields: dict, fingerprint: str, now) 
     job = _new_job(actor, job_queue, share, unit, fields, fingerprint, now)
     job.save(force_insert=True)
     _submitted_event(actor, job, now).save(force_insert=True)
+    events_written()
     jobs_submitted(job_queue.pk)
     return job
 
@@ -301,7 +307,7 @@ def submit_jobs(actor, items: list[dict], now=None, lookups: dict | None = None)
             raise Conflict(
                 "another request used one of these client_tokens meanwhile; send the batch again"
             ) from None
-        insert_new([_submitted_event(actor, job, now) for job in new])
+        insert_events([_submitted_event(actor, job, now) for job in new])
         for queue_id in {job.job_queue_id for job in new}:
             jobs_submitted(queue_id)
     return jobs

@@ -13,7 +13,7 @@ from django.db.models import Case, DateTimeField, F, Value, When
 from django.utils import timezone
 
 from quotaportal.infra.bulk import update_rows
-from quotaportal.quotas.audit import event_row, record
+from quotaportal.quotas.audit import event_row, insert_events, preemption_completed, record
 from quotaportal.quotas.models import (
     DISPATCHED,
     ENVIRONMENT_TOO_SMALL,
@@ -29,7 +29,7 @@ from quotaportal.quotas.models import (
 from quotaportal.quotas.selectors import heads_waiting_since
 from quotaportal.quotas.services.jobs import terminate_job
 from quotaportal.quotas.services.retries import should_retry
-from quotaportal.quotas.ticking.changes import agents_must_hear, queue_changed
+from quotaportal.quotas.ticking.changes import agents_must_hear, events_written, queue_changed
 
 ATTEMPT_TIMEOUT = "Attempt duration exceeded"
 
@@ -97,11 +97,10 @@ def progress_simulated(queue_id: int, now) -> None:
 
     It runs inside the tick, which plans the freed capacity right after: no other tick is
     asked for (the backend asks for one at its next start or end instead)."""
-    Job.objects.filter(
-        job_queue_id=queue_id,
-        status__in=(JobStatus.SCHEDULED, JobStatus.STARTING),
-        scheduled_at__lt=now,
-    ).update(status=JobStatus.RUNNING, started_at=now)
+    starting = Job.objects.filter(
+        job_queue_id=queue_id, status__in=NOT_YET_RUNNING, scheduled_at__lt=now
+    ).values_list("id", flat=True)
+    mark_started_in_bulk(dict.fromkeys(starting, now))
     due = [
         pk
         for pk, started, seconds in Job.objects.filter(
@@ -136,6 +135,8 @@ def succeed_in_bulk(
         queue_ids = _succeed_at_once(when, status_reason)
     else:
         queue_ids = _succeed_portably(when, status_reason)
+    if queue_ids:
+        events_written()
     for queue_id in sorted(set(queue_ids)):
         queue_changed(queue_id)
     return len(queue_ids)
@@ -242,17 +243,44 @@ def mark_started(job: Job, now=None) -> bool:
     return bool(mark_started_in_bulk({job.pk: now or timezone.now()}))
 
 
+NOT_YET_RUNNING = (JobStatus.SCHEDULED, JobStatus.STARTING)
+
+
+def preemptions_completed(stopped: dict) -> None:
+    """The preempted attempts of these jobs have stopped (job id -> when; a LOCAL job's last
+    rank exited): their preemptions are over."""
+    jobs = Job.objects.filter(pk__in=list(stopped)).only(
+        "id", "job_queue_id", "quota_share_id", "preempted_count"
+    )
+    insert_events([preemption_completed(job, job.job_queue_id, stopped[job.pk]) for job in jobs])
+
+
 def mark_started_in_bulk(started: dict) -> int:
-    """mark_started for many jobs in one statement (an agent's batch of reports): job id ->
-    when it started."""
+    """mark_started for many jobs at once (an agent's batch of reports, a SIMULATED tick):
+    job id -> when it started. Each job that was still on its way gets its STARTED event."""
     if not started:
         return 0
-    return update_rows(
-        Job,
-        list(started),
-        {"status": [JobStatus.RUNNING] * len(started), "started_at": list(started.values())},
-        only_if=("status", [JobStatus.SCHEDULED, JobStatus.STARTING]),
+    when = {str(pk): at for pk, at in started.items()}
+    rows = list(
+        Job.objects.select_for_update()
+        .filter(pk__in=list(when), status__in=NOT_YET_RUNNING)
+        .values_list("id", "job_queue_id", "quota_share_id")
     )
+    if not rows:
+        return 0
+    moments = [when[str(pk)] for pk, _, _ in rows]
+    update_rows(
+        Job,
+        [pk for pk, _, _ in rows],
+        {"status": [JobStatus.RUNNING] * len(rows), "started_at": moments},
+    )
+    insert_events(
+        [
+            event_row(EventKind.STARTED, job_id=pk, queue_id=queue_id, share_id=share_id, when=at)
+            for (pk, queue_id, share_id), at in zip(rows, moments, strict=True)
+        ]
+    )
+    return len(rows)
 
 
 def _per_row(values: dict, key: str = "pk"):

@@ -2,7 +2,8 @@
 
 Services say what they changed, nothing more: a queue's plan may differ (`queue_changed`, or
 `jobs_submitted` for new jobs), a job's agents must hear at once (`agents_must_hear`), a
-backend's state changes by itself at an instant (`tick_due`). Each transaction collects these
+backend's state changes by itself at an instant (`tick_due`), audit events were written and
+must be published (`events_written`). Each transaction collects these
 in one Changes, and when it commits the Changes acts once: an immediate tick per environment
 (coalesced and spaced by requests.gate), one wake-up per environment for waiting agents
 (infra.wakeups), the instants asked for. A transaction that rolls back drops its Changes with
@@ -25,6 +26,7 @@ Whether agents must hear of an ended job is for the caller that knows where its 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -60,16 +62,20 @@ class Changes:
     due: list[tuple[int, datetime]] = field(default_factory=list)  # (queue id, instant)
     planning: set[int] = field(default_factory=set)  # queues a tick here is planning now
     held: dict[int, Held] = field(default_factory=dict)  # environment -> its caller's block
+    events: bool = False  # audit events were written: publish them
     recorded: bool = False  # something waits for the commit
 
     def commit(self) -> None:
         """Act on what was recorded; the first of the commit callbacks does it all, the rest
         find nothing left (one is registered per change: see _recording)."""
         ticks, wakes, due = sorted(self.ticks), sorted(self.wakes), list(self.due)
+        events, self.events = self.events, False
         self.ticks.clear()
         self.wakes.clear()
         self.due.clear()
         self.recorded = False
+        if events and _publisher is not None:
+            _publisher()
         if settings.QP_IMMEDIATE_TICKS:
             for queue_id in ticks:
                 requests.enqueue_tick(queue_id)
@@ -77,6 +83,16 @@ class Changes:
             wakeups.publish(env_id)
         for queue_id, when in due:
             requests.schedule_wake(queue_id, when)
+
+
+_publisher: Callable[[], None] | None = None
+
+
+def use_publisher(publish: Callable[[], None]) -> None:
+    """What publishes committed audit events (the notifications app registers it), so this
+    layer imports nothing above it."""
+    global _publisher
+    _publisher = publish
 
 
 def current() -> Changes:
@@ -159,6 +175,13 @@ def dispatched(env_id: int, started: list[str], preempted: int) -> None:
             changes.held[env_id].preempted += preempted
         else:
             changes.wakes.add(env_id)
+
+
+def events_written() -> None:
+    """Audit events were written in this transaction: once it commits, they are published
+    (webhooks, e-mail). What was written is read back from the outbox, not passed here."""
+    with _recording() as changes:
+        changes.events = True
 
 
 def tick_due(queue_id: int, when: datetime) -> None:

@@ -341,7 +341,9 @@ def _tick_locked(queue: JobQueue, now, turn: _Turn) -> _Outcome:
         sampled = record_sample(queue, bridge.usage_after(loaded.snapshot, None), now)
         _remember_plan(queue, version, loaded, now, settled=True, sampled=sampled)
         return _Outcome(replanned=True, calls=calls)
-    started, preempted = bridge.apply_plan(queue, loaded, plan, now)
+    started, preempted = bridge.apply_plan(
+        queue, loaded, plan, now, stops_at_once=backend.preemption_stops_at_once
+    )
     if started and (unplaced := backend.launch(queue, started, now)):
         # Capacity raced away (a host lost since the snapshot): those jobs wait again.
         log.error("queue %s: the backend could not place %s; requeued", queue.name, unplaced)

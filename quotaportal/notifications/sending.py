@@ -1,0 +1,168 @@
+"""Making deliveries: webhooks POSTed in order, signed, retried with backoff; e-mail sent
+through Django's e-mail backend. A delivery is marked DELIVERED only after it was accepted,
+so a sender killed mid-way sends it again (at least once)."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import time
+from datetime import timedelta
+
+import requests
+from django.conf import settings
+from django.core.mail import send_mail
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from quotaportal.notifications.models import Delivery, DeliveryStatus, Webhook
+
+log = logging.getLogger(__name__)
+
+SIGNATURE_HEADER = "X-Quotaportal-Signature"
+LEASE_SECONDS = 90  # longer than one sender's turn (SEND_BUDGET_SECONDS + a request's timeout)
+SEND_BUDGET_SECONDS = 30.0
+CONNECT_TIMEOUT = 3.05
+
+
+def signature(secret: str, body: bytes) -> str:
+    """`sha256=` and the hex HMAC-SHA256 of the body keyed with the webhook's secret, as
+    GitHub signs its webhooks: the receiver recomputes it and compares in constant time."""
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def backoff(tries: int) -> timedelta:
+    """1 s, 2 s, 4 s … up to QP_WEBHOOK_MAX_BACKOFF between tries: a receiver back from an
+    outage hears within that long."""
+    return timedelta(seconds=min(2 ** max(tries - 1, 0), settings.QP_WEBHOOK_MAX_BACKOFF))
+
+
+def webhooks_due(now=None) -> list[int]:
+    """Webhooks whose oldest pending delivery is due and that no sender holds."""
+    now = now or timezone.now()
+    return list(
+        Webhook.objects.filter(
+            Q(leased_until__isnull=True) | Q(leased_until__lt=now),
+            deliveries__status=DeliveryStatus.PENDING,
+            deliveries__next_try_at__lte=now,
+        )
+        .values_list("id", flat=True)
+        .distinct()
+    )
+
+
+def send_webhook(webhook_id: int) -> int:
+    """Send the webhook's pending deliveries in order until one is refused (the rest wait for
+    it: order per job holds) or this turn's budget is spent; how many were accepted."""
+    now = timezone.now()
+    lease = now + timedelta(seconds=LEASE_SECONDS)
+    taken = (
+        Webhook.objects.filter(pk=webhook_id)
+        .filter(Q(leased_until__isnull=True) | Q(leased_until__lt=now))
+        .update(leased_until=lease)
+    )
+    if not taken:
+        return 0  # another sender has it
+    try:
+        return _send_in_order(Webhook.objects.get(pk=webhook_id))
+    finally:
+        Webhook.objects.filter(pk=webhook_id, leased_until=lease).update(leased_until=None)
+
+
+def _send_in_order(webhook: Webhook) -> int:
+    accepted = 0
+    started = time.monotonic()
+    with requests.Session() as session:
+        while time.monotonic() - started < SEND_BUDGET_SECONDS:
+            delivery = (
+                webhook.deliveries.filter(status=DeliveryStatus.PENDING).order_by("id").first()
+            )
+            if delivery is None or delivery.next_try_at > timezone.now():
+                break
+            if not _post(session, webhook, delivery):
+                break
+            accepted += 1
+    return accepted
+
+
+def _post(session: requests.Session, webhook: Webhook, delivery: Delivery) -> bool:
+    body = delivery.body.encode()
+    headers = {
+        "Content-Type": "application/json",
+        "User-Agent": "quotaportal-webhooks",
+        SIGNATURE_HEADER: signature(webhook.secret, body),
+        "X-Quotaportal-Event": delivery.detail_type,
+        "X-Quotaportal-Delivery": str(delivery.pk),
+    }
+    code, error = None, ""
+    try:
+        response = session.post(
+            webhook.url,
+            data=body,
+            headers=headers,
+            timeout=(CONNECT_TIMEOUT, settings.QP_WEBHOOK_TIMEOUT),
+            allow_redirects=False,
+        )
+        code = response.status_code
+        if not 200 <= code < 300:
+            error = f"HTTP {code}: {response.text[:200]}"
+    except requests.RequestException as err:
+        error = f"{type(err).__name__}: {err}"
+    record_try(delivery, code, error)
+    return not error
+
+
+def record_try(delivery: Delivery, code: int | None, error: str) -> None:
+    """How a try went: accepted, retried after a backoff, or given up once its retry window
+    (QP_WEBHOOK_RETRY_HOURS since the event) has closed."""
+    now = timezone.now()
+    delivery.tries += 1
+    delivery.last_tried_at = now
+    delivery.response_status = code
+    delivery.error = error[:500]
+    if not error:
+        delivery.status, delivery.delivered_at = DeliveryStatus.DELIVERED, now
+    elif now - delivery.created_at >= timedelta(hours=settings.QP_WEBHOOK_RETRY_HOURS):
+        delivery.status = DeliveryStatus.GAVE_UP
+        log.warning("delivery %s given up after %s tries: %s", delivery.pk, delivery.tries, error)
+    else:
+        delivery.next_try_at = now + backoff(delivery.tries)
+    delivery.save(
+        update_fields=[
+            "tries",
+            "last_tried_at",
+            "response_status",
+            "error",
+            "status",
+            "delivered_at",
+            "next_try_at",
+        ]
+    )
+
+
+def send_emails(limit: int = 100) -> int:
+    """Due e-mails, each sent once by whichever sender locked it; how many were sent."""
+    sent = 0
+    with transaction.atomic():
+        due = list(
+            Delivery.objects.select_for_update(skip_locked=True, of=("self",))
+            .filter(
+                webhook__isnull=True,
+                status=DeliveryStatus.PENDING,
+                next_try_at__lte=timezone.now(),
+            )
+            .select_related("recipient")
+            .order_by("id")[:limit]
+        )
+        for delivery in due:
+            subject, _, text = delivery.body.partition("\n\n")
+            error = ""
+            try:
+                send_mail(subject, text, None, [delivery.recipient.email])
+            except Exception as err:  # SMTP and socket errors vary by backend
+                error = f"{type(err).__name__}: {err}"
+            record_try(delivery, None, error)
+            sent += not error
+    return sent
