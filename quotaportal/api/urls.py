@@ -3,7 +3,16 @@ from __future__ import annotations
 from django.urls import path
 from rest_framework.routers import DefaultRouter
 
-from quotaportal.api import agent, configuration, environments, hosts, jobs, queues, shares
+from quotaportal.api import (
+    agent,
+    configuration,
+    environments,
+    hosts,
+    jobs,
+    queues,
+    shares,
+    webhooks,
+)
 
 router = DefaultRouter()
 router.register("teams", configuration.TeamViewSet, basename="team")
@@ -19,6 +28,7 @@ router.register("quota-shares", shares.QuotaShareViewSet, basename="quota-share"
 router.register("jobs", jobs.JobViewSet, basename="job")
 router.register("hosts", hosts.HostViewSet, basename="host")
 router.register("agent-tokens", hosts.AgentTokenViewSet, basename="agent-token")
+router.register("webhooks", webhooks.WebhookViewSet, basename="webhook")
 
 urlpatterns = [
     path("agent/register/", agent.RegisterView.as_view(), name="agent-register"),

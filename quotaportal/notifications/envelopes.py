@@ -163,5 +163,7 @@ def email_text(notice: Notice, job: Job) -> tuple[str, str]:
     if reason := reason_of(notice):
         lines.append(f"Reason: {reason}")
     lines += ["", f"The job: {job_url(job)}", "", "You receive this because you asked for it on"]
-    lines.append(f"your account page: {settings.QP_PUBLIC_URL.rstrip('/')}{reverse('account')}")
+    lines.append(
+        f"your account page: {settings.QP_PUBLIC_URL.rstrip('/')}{reverse('account-notifications')}"
+    )
     return subject, "\n".join(lines)

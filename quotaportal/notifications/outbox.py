@@ -4,6 +4,8 @@ the same transaction, so a crash in between publishes them again rather than nev
 
 from __future__ import annotations
 
+import logging
+
 from django.db import transaction
 from django.db.models import Prefetch
 from django.utils import timezone
@@ -20,6 +22,7 @@ from quotaportal.notifications.models import (
 )
 from quotaportal.quotas.models import Event, Job, JobAttempt, JobStatus
 
+log = logging.getLogger(__name__)
 BATCH = 500
 
 
@@ -95,13 +98,21 @@ def deliveries_for(events: list[Event]) -> list[Delivery]:
         job = jobs.get(event.job_id)
         if job is None:
             continue
-        for notice in envelopes.notices(event, job):
-            made += _for_webhooks(event, notice, job, audience)
-            if audience.wants_email(notice, job):
-                subject, text = envelopes.email_text(notice, job)
-                made.append(
-                    _delivery(event, notice, f"{subject}\n\n{text}", recipient=job.submitted_by)
-                )
+        try:
+            made += _for_event(event, job, audience)
+        except Exception:  # one event that cannot be said must not hold back the rest
+            log.exception("could not make the notifications of event %s; it is skipped", event.pk)
+    return made
+
+
+def _for_event(event: Event, job: Job, audience: Audience) -> list[Delivery]:
+    made = []
+    for notice in envelopes.notices(event, job):
+        made += _for_webhooks(event, notice, job, audience)
+        if audience.wants_email(notice, job):
+            subject, text = envelopes.email_text(notice, job)
+            body = f"{subject}\n\n{text}"
+            made.append(_delivery(event, notice, body, recipient=job.submitted_by))
     return made
 
 

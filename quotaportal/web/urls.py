@@ -9,12 +9,13 @@ from quotaportal.web.views import (
     jobs,
     manage_people,
     manage_resources,
+    notifications,
     pages,
     shares,
     whatif,
 )
 
-people, capacity = manage_people, manage_resources
+people, capacity, notices = manage_people, manage_resources, notifications
 
 urlpatterns = [
     path("", dashboard.dashboard, name="dashboard"),
@@ -39,6 +40,7 @@ urlpatterns = [
     path("environments/<int:pk>/agent-token/", pages.agent_token, name="agent-token"),
     path("audit/", pages.audit_log, name="audit-log"),
     path("account/aws-keys/", account.aws_keys, name="aws-keys"),
+    path("account/notifications/", notices.email_preferences, name="account-notifications"),
     path("account/aws-keys/<int:pk>/revoke/", account.aws_key_revoke, name="aws-key-revoke"),
     path("what-if/", whatif.what_if_index, name="what-if"),
     path("what-if/queues/<int:queue_id>/", whatif.what_if_draft, name="what-if-draft"),
@@ -68,6 +70,9 @@ urlpatterns = [
         people.team_member_remove,
         name="manage-member-remove",
     ),
+    path("manage/webhooks/", notices.webhooks, name="manage-webhooks"),
+    path("manage/webhooks/<int:pk>/", notices.webhook, name="manage-webhook"),
+    path("manage/webhooks/<int:pk>/delete/", notices.webhook_delete, name="manage-webhook-delete"),
     path("manage/users/", people.users, name="manage-users"),
     path("manage/users/<int:pk>/", people.user, name="manage-user"),
     path("manage/units/", capacity.units, name="manage-units"),
