@@ -90,3 +90,16 @@ def fleet(people) -> Fleet:
     )
     nlp = add_share(people.admin, queue, "nlp", "nlp", 2, "LEND")
     return Fleet(queue, env, vision, nlp)
+
+
+@pytest.fixture
+def broker():
+    """An empty Redis database claimed for this test (so stale messages from elsewhere never
+    interfere), emptied afterwards; nobody else's is flushed."""
+    from tests.workers import stack_module
+
+    stack = stack_module()
+    run = f"test-celery-{os.getpid()}"
+    url = stack.claim_redis_database(os.environ["REDIS_URL"], run)
+    yield url
+    stack.release_redis_database(url, run)

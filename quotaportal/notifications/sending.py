@@ -22,9 +22,18 @@ from quotaportal.notifications.models import Delivery, DeliveryStatus, Webhook
 log = logging.getLogger(__name__)
 
 SIGNATURE_HEADER = "X-Quotaportal-Signature"
-LEASE_SECONDS = 90  # longer than one sender's turn (SEND_BUDGET_SECONDS + a request's timeout)
-SEND_BUDGET_SECONDS = 30.0
 CONNECT_TIMEOUT = 3.05
+
+
+def send_budget() -> float:
+    """How long one sender keeps at one webhook before it lets the others have a turn."""
+    return 3.0 * settings.QP_WEBHOOK_TIMEOUT
+
+
+def lease_seconds() -> float:
+    """How long a sender holds a webhook: longer than its turn and the request it may end
+    in, so no second sender joins it; a sender killed mid-turn lets go after this."""
+    return send_budget() + CONNECT_TIMEOUT + settings.QP_WEBHOOK_TIMEOUT + 5.0
 
 
 def signature(secret: str, body: bytes) -> str:
@@ -57,7 +66,7 @@ def send_webhook(webhook_id: int) -> int:
     """Send the webhook's pending deliveries in order until one is refused (the rest wait for
     it: order per job holds) or this turn's budget is spent; how many were accepted."""
     now = timezone.now()
-    lease = now + timedelta(seconds=LEASE_SECONDS)
+    lease = now + timedelta(seconds=lease_seconds())
     taken = (
         Webhook.objects.filter(pk=webhook_id)
         .filter(Q(leased_until__isnull=True) | Q(leased_until__lt=now))
@@ -75,7 +84,7 @@ def _send_in_order(webhook: Webhook) -> int:
     accepted = 0
     started = time.monotonic()
     with requests.Session() as session:
-        while time.monotonic() - started < SEND_BUDGET_SECONDS:
+        while time.monotonic() - started < send_budget():
             delivery = (
                 webhook.deliveries.filter(status=DeliveryStatus.PENDING).order_by("id").first()
             )

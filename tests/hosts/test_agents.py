@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from quotaportal.hosts.models import GpuHost, Placement
-from quotaportal.quotas.models import Job
+from quotaportal.quotas.models import Event, EventKind, Job
 from quotaportal.quotas.ticking.loop import SchedulerLoop
 from tests.hosts.builders import Fleet, wait_until
 
@@ -85,6 +85,12 @@ def test_a_preempted_job_checkpoints_on_sigterm_and_the_preemptor_starts_after_i
     )
     placement.refresh_from_db()
     assert "SIGTERM: checkpoint written" in placement.output_tail
+    # The preemption started when the tick chose the victim and completed when its process
+    # had exited after checkpointing (AWS's two preemption events), not at once.
+    began = Event.objects.get(job=victim, kind=EventKind.PREEMPTED_CROSS_SHARE).time
+    ended = Event.objects.get(job=victim, kind=EventKind.PREEMPTION_COMPLETED).time
+    assert ended == placement.exited_at
+    assert ended > began
 
 
 def test_a_killed_agent_makes_its_host_lost_and_its_jobs_run_again_elsewhere(fleet):

@@ -7,6 +7,7 @@ import hashlib
 import hmac
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
@@ -15,6 +16,7 @@ class Listener:
         self.secret = secret
         self.received: list[dict] = []  # {"headers", "body", "json"} in arrival order
         self.answer = 204
+        self.delay = 0.0  # seconds before each answer: a slow receiver
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
         self.port = 0
@@ -34,6 +36,7 @@ class Listener:
                         {"headers": dict(self.headers), "body": body, "json": json.loads(body)}
                     )
                     code = listener.answer
+                time.sleep(listener.delay)
                 self.send_response(code)
                 self.send_header("Content-Length", "0")
                 self.end_headers()

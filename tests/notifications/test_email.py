@@ -17,7 +17,7 @@ from quotaportal.quotas.errors import InvalidInput
 from quotaportal.quotas.services import finish_job, terminate_job
 from quotaportal.quotas.ticking.run import run_tick
 from tests.builders import submit
-from tests.notifications.test_events import borrow_then_reclaim
+from tests.notifications.builders import borrow_then_reclaim
 
 
 class Inbox:

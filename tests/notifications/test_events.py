@@ -10,35 +10,13 @@ from django.utils import timezone
 from quotaportal.notifications import outbox, sending, services
 from quotaportal.notifications.models import Delivery, DeliveryStatus
 from quotaportal.notifications.tasks import deliver_round
-from quotaportal.quotas.models import Event, Job
-from quotaportal.quotas.ticking.run import run_tick
+from quotaportal.quotas.models import Event
 from tests.builders import submit
+from tests.notifications.builders import borrow_then_reclaim, timeline
 
 STATE = "Batch Service Job State Change"
 STARTED = "Batch Service Job Preemption Started"
 COMPLETED = "Batch Service Job Preemption Completed"
-
-
-def timeline(events: list[dict], job: Job) -> list[tuple[str, str]]:
-    """(detail-type, status) of the events about one job, in the order they arrived."""
-    arn_tail = f"service-job/{job.pk}"
-    return [
-        (e["detail-type"], e["detail"]["status"])
-        for e in events
-        if e["resources"][0].endswith(arn_tail)
-    ]
-
-
-def borrow_then_reclaim(people, fleet):
-    """vision borrows nlp's idle half of the fleet; nlp's job takes it back (cross-share)."""
-    now = timezone.now()
-    own = submit(people.alice, fleet, name="own", quantity=2)
-    borrower = submit(people.alice, fleet, name="borrower", quantity=2)
-    run_tick(fleet.queue.id, now=now + timedelta(seconds=1))
-    run_tick(fleet.queue.id, now=now + timedelta(seconds=2))  # SIMULATED: they start
-    reclaimer = submit(people.bob, fleet, share="nlp", name="reclaimer", quantity=2)
-    run_tick(fleet.queue.id, now=now + timedelta(seconds=3))
-    return own, borrower, reclaimer
 
 
 @pytest.mark.django_db

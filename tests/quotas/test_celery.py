@@ -3,88 +3,12 @@ and ends a SIMULATED job at its instant rather than at the next beat."""
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
-import subprocess
-import sys
-import time
-
 import pytest
 from celery import Celery
-from django.db import connection
 
 from quotaportal.quotas.models import Job, SchedulerRun
 from tests.builders import submit
-
-
-def stack_module():
-    import importlib.util
-
-    from tests.builders import REPO
-
-    spec = importlib.util.spec_from_file_location("qp_stack", REPO / "scripts" / "stack.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@pytest.fixture
-def broker():
-    """An empty Redis database claimed for this test (so stale messages from elsewhere never
-    interfere), emptied afterwards; nobody else's is flushed."""
-    stack = stack_module()
-    run = f"test-celery-{os.getpid()}"
-    url = stack.claim_redis_database(os.environ["REDIS_URL"], run)
-    yield url
-    stack.release_redis_database(url, run)
-
-
-@contextlib.contextmanager
-def worker_with_beat(repo, tmp_path, broker_url, **settings):
-    """A solo worker with an embedded beat on this test's database; yields its process and,
-    once it has stopped, its output in `log`."""
-    database = os.environ["DATABASE_URL"].rsplit("/", 1)[0] + "/" + connection.settings_dict["NAME"]
-    env = {**os.environ, "DATABASE_URL": database, "REDIS_URL": broker_url, **settings}
-    celery = os.path.join(os.path.dirname(sys.executable), "celery")
-    worker = subprocess.Popen(
-        [
-            celery,
-            "-A",
-            "quotaportal",
-            "worker",
-            "--beat",
-            "--pool",
-            "solo",
-            "--loglevel",
-            "INFO",
-            "--schedule",
-            str(tmp_path / "beat-schedule"),
-        ],
-        cwd=repo,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    log = []
-    try:
-        yield worker, log
-    finally:
-        worker.send_signal(signal.SIGTERM)
-        try:
-            output, _ = worker.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-            output, _ = worker.communicate()
-        log.append(output)
-
-
-def wait_for(worker, done, seconds: float) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline and not done():
-        assert worker.poll() is None, "the worker exited early"
-        time.sleep(0.2)
+from tests.workers import wait_for, worker_with_beat
 
 
 @pytest.mark.django_db(transaction=True)
