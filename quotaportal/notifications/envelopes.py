@@ -58,8 +58,11 @@ def notices(event: Event, job: Job) -> list[Notice]:
         made.append(_preemption_started(event, job))
         if not detail.get("exhausted"):  # else its FAILED event follows
             made.append(_state_change(event, job, JobStatus.RUNNABLE))
+        if detail.get("stopped"):  # its attempt stopped at once: the preemption completed
+            after = JobStatus.FAILED if detail.get("exhausted") else JobStatus.RUNNABLE
+            made.append(_preemption_completed(event, job, after))
     elif kind == EventKind.PREEMPTION_COMPLETED:
-        made.append(_preemption_completed(event, job))
+        made.append(_preemption_completed(event, job, job.status))
     elif kind in STATUS_AFTER:
         status = STATUS_AFTER[kind]
         if kind == EventKind.DISPATCHED and detail.get("status") == JobStatus.STARTING:
@@ -113,7 +116,7 @@ def _preemption_started(event: Event, job: Job) -> Notice:
     return Notice(detail_type, status, _envelope(event, job, detail_type, detail))
 
 
-def _preemption_completed(event: Event, job: Job) -> Notice:
+def _preemption_completed(event: Event, job: Job, status: str) -> Notice:
     summary = describe_shape(job).get("preemptionSummary") or {
         "preemptedAttemptCount": (event.detail or {}).get("preempted_count", 0),
         "recentPreemptedAttempts": [],
@@ -121,10 +124,10 @@ def _preemption_completed(event: Event, job: Job) -> Notice:
     detail = {
         "preemptedJobArn": job_arn(job),
         "preemptionSummary": summary,
-        "status": job.status,
+        "status": status,
     }
     detail_type = DetailType.PREEMPTION_COMPLETED
-    return Notice(detail_type, job.status, _envelope(event, job, detail_type, detail))
+    return Notice(detail_type, status, _envelope(event, job, detail_type, detail))
 
 
 def job_url(job: Job) -> str:

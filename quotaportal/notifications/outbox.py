@@ -34,10 +34,13 @@ def publish(max_batches: int = 20) -> int:
         with transaction.atomic():
             if not try_lock("event_publish"):
                 return published
+            audience = Audience()
+            if audience.empty:  # nobody listens: what waits is published as it is
+                return published + Event.objects.filter(published=False).update(published=True)
             events = list(Event.objects.filter(published=False).order_by("id")[:BATCH])
             if not events:
                 return published
-            insert_new(deliveries_for(events))
+            insert_new(deliveries_for(events, audience))
             Event.objects.filter(pk__in=[e.pk for e in events]).update(published=True)
         published += len(events)
     return published
@@ -86,9 +89,8 @@ class Audience:
         return False
 
 
-def deliveries_for(events: list[Event]) -> list[Delivery]:
-    """The deliveries these events make, in event order."""
-    audience = Audience()
+def deliveries_for(events: list[Event], audience: Audience) -> list[Delivery]:
+    """The deliveries these events make for this audience, in event order."""
     job_ids = {e.job_id for e in events if e.job_id is not None}
     if audience.empty or not job_ids:
         return []

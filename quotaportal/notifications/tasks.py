@@ -3,7 +3,7 @@
 Loading this module (the app's ready does) registers `after_commit` as the ticking layer's
 publisher: a transaction that wrote audit events asks for a delivery round once it commits.
 With a broker that is a Celery task (one queued at a time); without one (the embedded
-default, REDIS_URL unset) a thread of this process does the round, never the request that
+default, REDIS_URL unset) the server's sender thread does the round, never the request that
 made the change. The beat's sweep is the safety net for both: retries that fell due, a
 worker killed mid-round, a broker that was down when the change committed.
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 from celery import shared_task
 from django.conf import settings
@@ -23,7 +24,10 @@ from quotaportal.quotas.ticking import changes
 
 log = logging.getLogger(__name__)
 QUEUED_KEY = "notifications-queued"
-QUEUED_SECONDS = 10  # a queued round no worker took for this long is asked for again
+# At most one round asked for by commits per this long: under a stream of submits a round
+# per commit would keep a worker busy publishing a few events at a time. An event waits at
+# most this long (plus the round) before it is sent.
+ROUND_SPACING_MS = 1000
 
 
 def deliver_round(send_each=None) -> None:
@@ -38,8 +42,6 @@ def deliver_round(send_each=None) -> None:
 @shared_task(ignore_result=True)
 def deliver_notifications() -> None:
     """A delivery round: after a commit that wrote events, and on the beat."""
-    if settings.REDIS_URL:
-        redis_client.client(settings.REDIS_URL).delete(redis_client.key(QUEUED_KEY))
     deliver_round(send_each=deliver_to_webhook.delay)
 
 
@@ -56,9 +58,15 @@ class InProcessSender(threading.Thread):
     def __init__(self):
         super().__init__(name="quotaportal-notifications", daemon=True)
         self.woken = threading.Event()
+        self.stopping = threading.Event()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self.stopping.set()
+        self.woken.set()
+        self.join(timeout)
 
     def run(self) -> None:
-        while True:
+        while not self.stopping.is_set():
             self.woken.wait(settings.QP_NOTIFY_SWEEP_SECONDS)
             self.woken.clear()
             close_old_connections()
@@ -71,16 +79,19 @@ class InProcessSender(threading.Thread):
 
 
 _in_process: InProcessSender | None = None
-_in_process_lock = threading.Lock()
 
 
-def wake_in_process() -> None:
+def start_in_process() -> InProcessSender:
+    """The embedded server's sender (the demo starts it beside its scheduler loop). Other
+    processes without a broker (a management command) only write their events: the server's
+    sender finds them at its next sweep."""
     global _in_process
-    with _in_process_lock:
-        if _in_process is None or not _in_process.is_alive():
-            _in_process = InProcessSender()
-            _in_process.start()
-    _in_process.woken.set()
+    _in_process = InProcessSender()
+    _in_process.start()
+    return _in_process
+
+
+_last_asked = float("-inf")
 
 
 def after_commit() -> None:
@@ -88,12 +99,18 @@ def after_commit() -> None:
     if not settings.QP_NOTIFY_AFTER_COMMIT:
         return
     if deliver_notifications.app.conf.task_always_eager:
-        wake_in_process()
+        if _in_process is not None:
+            _in_process.woken.set()
         return
+    global _last_asked
+    now = time.monotonic()
+    if now - _last_asked < ROUND_SPACING_MS / 1000:
+        return  # this process asked within the spacing: that round is still to come
+    _last_asked = now
     try:
         store = redis_client.client(settings.REDIS_URL)
-        if store.set(redis_client.key(QUEUED_KEY), 1, nx=True, ex=QUEUED_SECONDS):
-            deliver_notifications.delay()
+        if store.set(redis_client.key(QUEUED_KEY), 1, nx=True, px=ROUND_SPACING_MS):
+            deliver_notifications.apply_async(countdown=ROUND_SPACING_MS / 1000)
     except Exception:  # the change has committed; the beat's sweep delivers its events
         log.warning("could not queue a notification round; the next sweep delivers it")
 

@@ -429,11 +429,10 @@ def test_preemptions_and_the_end_reported_by_aws_reach_the_job_and_audit_log(aws
     assert (job.status, job.preempted_count) == ("SUCCEEDED", 1)
     assert job.attempts.count() == 2
     kinds = list(Event.objects.filter(job=job).order_by("id").values_list("kind", flat=True))
-    assert kinds[-7:] == [
+    assert kinds[-6:] == [
         EventKind.DISPATCHED,
         EventKind.STARTED,
-        EventKind.PREEMPTED_IN_SHARE,
-        EventKind.PREEMPTION_COMPLETED,  # seen after the fact: the attempt has stopped
+        EventKind.PREEMPTED_IN_SHARE,  # seen after the fact: it has stopped (detail.stopped)
         EventKind.DISPATCHED,
         EventKind.STARTED,
         EventKind.SUCCEEDED,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 
 import pytest
@@ -190,3 +191,26 @@ def test_a_disabled_webhook_gets_nothing_and_no_audience_costs_no_delivery(
     assert not Delivery.objects.exists()
     deliver_round()
     assert listener.received == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_without_a_broker_the_servers_sender_delivers_after_each_commit(
+    people, fleet, listener, webhook, settings, monkeypatch
+):
+    """The embedded default: no Celery worker, the demo's sender thread is woken by the commit
+    (its sweep is an hour away, so only the commit's wake can explain a delivery)."""
+    from quotaportal.notifications import tasks
+
+    settings.QP_NOTIFY_AFTER_COMMIT = True
+    settings.QP_NOTIFY_SWEEP_SECONDS = 3600
+    monkeypatch.setitem(tasks.deliver_notifications.app.conf, "task_always_eager", True)
+    sender = tasks.start_in_process()
+    try:
+        job = submit(people.alice, fleet, name="embedded")
+        deadline = time.monotonic() + 10
+        while not listener.received and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        sender.stop()
+        monkeypatch.setattr(tasks, "_in_process", None)
+    assert [e["detail"]["jobName"] for e in listener.events()] == [job.name]

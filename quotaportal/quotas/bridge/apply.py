@@ -10,7 +10,7 @@ from django.db import connection
 from django.db.models import Count
 
 from quotaportal.infra.bulk import update_objects, update_rows
-from quotaportal.quotas.audit import event_row, insert_events, preemption_completed
+from quotaportal.quotas.audit import event_row, insert_events
 from quotaportal.quotas.bridge.snapshot import Loaded
 from quotaportal.quotas.models import (
     DISPATCHED,
@@ -185,9 +185,7 @@ def _preempt_victims(queue: JobQueue, plan: Plan, now: datetime, stops_at_once: 
     )
     events = []
     for job in victims:
-        events += _preempt(job, preemptions[str(job.id)], queue, now)
-        if stops_at_once:
-            events.append(preemption_completed(job, queue.pk, now))
+        events += _preempt(job, preemptions[str(job.id)], queue, now, stops_at_once)
     # In bulk: a tick that reclaims hundreds of instances writes them in a few statements.
     _write_preempted(victims)
     for kind in {p.kind for p in preemptions.values()}:
@@ -222,7 +220,7 @@ def _write_preempted(victims: list[Job]) -> None:
     update_objects(victims, PREEMPTED_FIELDS)
 
 
-def _preempt(job: Job, preemption, queue: JobQueue, now: datetime) -> list[Event]:
+def _preempt(job: Job, preemption, queue: JobQueue, now: datetime, stopped: bool) -> list[Event]:
     """Set the victim's fields (not saved) and return its events."""
     reason = PREEMPTION_REASONS[preemption.kind]
     job.preempted_count += 1
@@ -251,6 +249,9 @@ def _preempt(job: Job, preemption, queue: JobQueue, now: datetime) -> list[Event
             reason=reason,
             status=status_before,  # what it was when the preemption started (AWS: RUNNING)
             exhausted=exhausted,
+            # Its attempt stopped with the preemption: the preemption completed too (one
+            # event for both, since a tick that reclaims hundreds of instances writes them).
+            stopped=stopped,
         )
     ]
     if exhausted:

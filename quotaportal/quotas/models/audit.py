@@ -18,7 +18,8 @@ class EventKind(models.TextChoices):
     PREEMPTED_IN_SHARE = "preempted_in_share"
     PREEMPTED_CAPACITY = "preempted_capacity"
     # The preempted attempt has stopped (a LOCAL job's last rank exited): AWS's "Preemption
-    # Completed". The preempted_* kinds above are its "Preemption Started".
+    # Completed". The preempted_* kinds above are its "Preemption Started" (and its completion
+    # too when their detail says `stopped`: the attempt stopped with the preemption).
     PREEMPTION_COMPLETED = "preemption_completed"
     PRIORITY_CHANGED = "priority_changed"
     RETRIED = "retried"

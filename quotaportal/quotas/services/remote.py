@@ -116,9 +116,9 @@ def _transitions(job: Job, state: RemoteState) -> list[tuple[str, dict]]:
     preempted = max(0, state.preempted_count - job.preempted_count)
     for preemption in state.recent_preemptions[-preempted:] if preempted else []:
         reason = preemption.get("status_reason", "")
-        events.append((preemption_kind(reason), {"reason": reason, "status": job.status}))
         # Seen after the fact: the preempted attempt has stopped by now.
-        events.append((EventKind.PREEMPTION_COMPLETED, {"preempted_count": state.preempted_count}))
+        detail = {"reason": reason, "status": job.status, "stopped": True}
+        events.append((preemption_kind(reason), detail))
     if state.status in DISPATCHED and (job.status not in DISPATCHED or preempted):
         events.append((EventKind.DISPATCHED, {"status": state.status}))
     if state.status == JobStatus.RUNNING and (job.status != JobStatus.RUNNING or preempted):

@@ -5,6 +5,8 @@ from __future__ import annotations
 from django import template
 from django.utils.html import format_html, format_html_join
 
+from quotaportal.web import numbers
+
 register = template.Library()
 
 SHARE_MAIN_FIELDS = (
@@ -16,6 +18,22 @@ SHARE_MAIN_FIELDS = (
     "in_share_preemption",
     "state",
 )
+
+
+@register.filter(name="duration")
+def duration_filter(seconds):
+    """Seconds as '2 min 10 s' (web.numbers.duration)."""
+    return numbers.duration(seconds)
+
+
+@register.filter(name="instance_hours")
+def instance_hours_filter(hours):
+    return numbers.instance_hours(hours)
+
+
+@register.filter(name="ratio")
+def ratio_filter(value):
+    return numbers.ratio(value)
 
 
 @register.filter

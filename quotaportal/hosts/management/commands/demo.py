@@ -24,6 +24,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
 from quotaportal.hosts import services as host_services
+from quotaportal.notifications import tasks as notifications
 from quotaportal.quotas.management.commands.seed_demo import UNIT
 from quotaportal.quotas.models import Job, ServiceEnvironment
 from quotaportal.quotas.ticking.loop import SchedulerLoop
@@ -67,6 +68,7 @@ class Command(BaseCommand):
         self.banner(url, seeded.getvalue())
         loop = SchedulerLoop(period=settings.QP_TICK_SECONDS)
         loop.start()
+        notifications.start_in_process()  # webhooks and e-mail, after each commit
         agent: dict[str, subprocess.Popen] = {}
         starter = threading.Thread(
             target=self.start_agent, args=(url, port, token, gpus, agent), daemon=True

@@ -1,0 +1,46 @@
+"""Numbers as people read them: durations in their largest two units, instance-hours with
+their unit, ratios with a ×. Pages use these (as template filters); exports keep raw values."""
+
+from __future__ import annotations
+
+UNITS = (("d", 86400), ("h", 3600), ("min", 60))
+
+
+def duration(seconds: float | None) -> str:
+    """'15 d 3 h', '2 h 5 min', '2 min 10 s', '42 s', '0.4 s'; '—' for None."""
+    if seconds is None:
+        return "—"
+    seconds = float(seconds)
+    if seconds < 0:
+        return "−" + duration(-seconds)
+    if seconds < 9.95:
+        return f"{seconds:.1f} s".replace(".0 s", " s")
+    whole = round(seconds)
+    if whole < 60:
+        return f"{whole} s"
+    for index, (name, size) in enumerate(UNITS):
+        if whole >= size:
+            first, rest = divmod(whole, size)
+            smaller = UNITS[index + 1] if index + 1 < len(UNITS) else ("s", 1)
+            second = rest // smaller[1]
+            return f"{first} {name}" + (f" {second} {smaller[0]}" if second else "")
+    return f"{whole} s"
+
+
+def instance_hours(hours: float | None) -> str:
+    """'1,234 instance-hours', '12.5 instance-hours', '0.02 instance-hours'."""
+    if hours is None:
+        return "—"
+    hours = float(hours)
+    if hours >= 100:
+        figure = f"{hours:,.0f}"
+    elif hours >= 10:
+        figure = f"{hours:,.1f}"
+    else:
+        figure = f"{hours:.2f}"
+    return f"{figure} instance-hours"
+
+
+def ratio(value: float | None) -> str:
+    """'1.29×'."""
+    return "—" if value is None else f"{float(value):.2f}×"
