@@ -107,6 +107,8 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
             ],
+            # Numbers for people (duration, instance_hours, ratio) in every template.
+            "builtins": ["quotaportal.web.templatetags.web_extras"],
         },
     },
 ]

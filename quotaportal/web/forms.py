@@ -305,6 +305,7 @@ class WhatIfForm(forms.Form):
         )
         self.fields["new_team"] = forms.ModelChoiceField(
             label="Team",
+            empty_label="team of the new share",
             queryset=Team.objects.order_by("name"),
             to_field_name="name",
             required=False,
@@ -374,10 +375,16 @@ class WhatIfForm(forms.Form):
         ]
 
     def new_row(self):
-        return [
-            self[f"new_{part}"]
-            for part in ("name", "team", "limits", "strategy", "borrow_limit", "in_share", "state")
-        ]
+        """The new share's row: its name and team together under "Share", then the same
+        fields, in the same columns, as the other rows."""
+        return {
+            "name": self["new_name"],
+            "team": self["new_team"],
+            "fields": [
+                self[f"new_{part}"]
+                for part in ("limits", "strategy", "borrow_limit", "in_share", "state")
+            ],
+        }
 
     def clean_capacity(self):
         return parse_unit_counts(self.cleaned_data["capacity"])

@@ -57,16 +57,23 @@ def test_an_admin_compares_a_draft_with_today_and_applies_it(browser, live_serve
     page = sign_in(browser, live_server, "ada")
     page.get_by_role("link", name="What if").click()
     page.get_by_role("link", name="gpu").click()
+    wrap = page.locator(".table-wrap").first
+    assert wrap.evaluate("w => w.scrollWidth <= w.clientWidth"), "every column fits 1280 px"
     page.get_by_label("Environment capacity").fill("a100=4")
     page.get_by_label("Limits of vision").fill("a100=3")
-    page.get_by_role("button", name="Replay both").click()
+    page.get_by_label("Limits of vision").press("Enter")  # the keyboard sends it too
     expect(page.get_by_test_id("compare")).to_be_visible(timeout=30_000)
     expect(page.get_by_test_id("chart-today")).to_be_visible()
     expect(page.get_by_test_id("chart-draft")).to_be_visible()
+    expect(page.get_by_test_id("changes")).to_contain_text("Capacity: 2 a100 → 4 a100")
+    expect(page.get_by_test_id("changes")).to_contain_text("Share vision: limits 2 a100 → 3 a100")
+    expect(page.get_by_test_id("verdict")).to_contain_text("With the draft, waits p90 fall")
     shot(page, "what-if-compare")
-    page.once("dialog", lambda dialog: dialog.accept())
+    asked = []
+    page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
     page.get_by_role("button", name="Apply the draft").click()
     expect(page.get_by_test_id("what-if-status")).to_have_text("APPLIED")
+    assert "• Share vision: limits 2 a100 → 3 a100" in asked[0], "the confirmation repeats it"
     assert limits_of(QuotaShare.objects.get(name="vision")) == {"a100": 3}
 
 

@@ -7,12 +7,15 @@ from pathlib import Path
 
 import pytest
 from django.utils import timezone
+from django.utils.html import escape
 
 from quotaportal.quotas import services
 from quotaportal.quotas.models import Event, EventKind, QuotaShare, WhatIf
 from quotaportal.quotas.services import whatif
 from quotaportal.quotas.services.shares import limits_of
 from quotaportal.quotas.ticking.run import run_tick
+from quotaportal.web.numbers import duration
+from quotaportal.web.whatif_explained import verdict
 from tests.builders import submit
 
 
@@ -80,6 +83,13 @@ def test_an_admin_replays_a_draft_beside_today_and_applies_it(people, history, c
     assert 'data-testid="chart-today"' in page
     assert 'data-testid="chart-draft"' in page
     assert "Apply the draft" in page
+    # It says what the draft changes, and what that does, in words and units for people.
+    assert "Share nlp: limits 2 a100 → 1 a100" in page
+    assert "Share vision: limits 2 a100 → 4 a100" in page
+    assert f'data-testid="verdict">{escape(verdict(today, draft))}<' in page
+    assert f'<span class="num">{duration(today["makespan_s"])}</span>' in page
+    assert f'<span class="num">{duration(today["capacity_bound_s"])}</span>' in page
+    assert "• Share nlp: limits 2 a100 → 1 a100" in page, "the confirmation repeats the changes"
 
     assert client.post(f"/what-if/{run.pk}/apply/").status_code == 302
     assert limits_of(QuotaShare.objects.get(name="vision")) == {"a100": 4}

@@ -220,7 +220,9 @@ def _replay_both(what_if: WhatIf) -> dict:
         summary["series"] = utilization_series(run.runs[0])
         summary["capacity_total"] = sum(config.capacity.values())
         outcome[label] = summary
-    return {"notes": notes, "jobs": workload.job_count, **outcome}
+    # Today's settings as replayed, so the page can say what the draft changed even after
+    # the queue's settings have moved on.
+    return {"notes": notes, "jobs": workload.job_count, "today_config": draft_of(queue), **outcome}
 
 
 def _workload(what_if: WhatIf, today: QueueConfig) -> Workload:

@@ -37,6 +37,15 @@ def ratio_filter(value):
 
 
 @register.filter
+def divide(value, by):
+    """value / by, or None when either is missing or `by` is 0 (shown as '—')."""
+    try:
+        return float(value) / float(by) if by else None
+    except (TypeError, ValueError):
+        return None
+
+
+@register.filter
 def dictget(mapping, key):
     return mapping.get(key) if mapping else None
 

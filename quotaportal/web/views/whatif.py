@@ -18,6 +18,7 @@ from quotaportal.quotas.services import whatif
 from quotaportal.web.charts import replay_chart
 from quotaportal.web.forms import WhatIfForm
 from quotaportal.web.views.common import forbid_on
+from quotaportal.web.whatif_explained import better, draft_changes, verdict
 
 
 @login_required
@@ -69,6 +70,9 @@ def what_if_run(request, pk):
     context = {"run": run, "is_admin": is_platform_admin(request.user)}
     if run.result:
         context["sides"] = _sides(run)
+        today = run.result.get("today_config") or whatif.draft_of(run.job_queue)
+        context["changes"] = draft_changes(today, run.draft)
+        context["verdict"] = verdict(run.result["today"], run.result["draft"])
     template = "web/whatif_run.html"
     if request.htmx:
         template += "#live"
@@ -94,9 +98,25 @@ def _sides(run: WhatIf) -> list[dict]:
                 "summary": summary,
                 "chart": replay_chart(summary["series"], top, span),
                 "shares": sorted(summary["shares"].items()),
+                "marks": _marks(result["today"], summary) if key == "draft" else {},
             }
         )
     return sides
+
+
+MARKED = (
+    "makespan_s",
+    "wait_p50_s",
+    "wait_p90_s",
+    "wait_p99_s",
+    "preemptions",
+    "idle_instance_hours_while_waiting",
+)
+
+
+def _marks(today: dict, draft: dict) -> dict[str, str]:
+    """Which of the draft's figures are better or worse than today's (all: lower is better)."""
+    return {name: better(today.get(name), draft.get(name)) for name in MARKED}
 
 
 @login_required
