@@ -3,6 +3,10 @@ their unit, ratios with a ×. Pages use these (as template filters); exports kee
 
 from __future__ import annotations
 
+from datetime import datetime
+
+from django.utils import timezone
+
 UNITS = (("d", 86400), ("h", 3600), ("min", 60))
 
 
@@ -25,6 +29,19 @@ def duration(seconds: float | None) -> str:
             second = rest // smaller[1]
             return f"{first} {name}" + (f" {second} {smaller[0]}" if second else "")
     return f"{whole} s"
+
+
+def starts_in(moment: datetime | None, now: datetime | None = None) -> str:
+    """When an estimated start is, from now: 'in about 2 min 10 s'; past its moment the job
+    still waits, so 'overdue: expected 2 min ago' (never 'in about 0 minutes')."""
+    if moment is None:
+        return "no estimate yet"
+    left = (moment - (now or timezone.now())).total_seconds()
+    if left >= 60:
+        return f"in about {duration(round(left / 60) * 60)}"
+    if left >= 0:
+        return "within a minute"
+    return f"overdue: expected {duration(round(-left))} ago, still waiting"
 
 
 def instance_hours(hours: float | None) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from quotaportal.web.numbers import duration, instance_hours, ratio
+from quotaportal.web.numbers import duration, instance_hours, ratio, starts_in
 from quotaportal.web.whatif_explained import better, draft_changes, verdict
 
 
@@ -103,3 +103,15 @@ def test_the_verdict_names_what_moved_and_ignores_what_did_not():
     assert better(10800, 2400) == "better"
     assert better(600, 610) == ""
     assert better(3, 5) == "worse"
+
+
+def test_an_estimate_never_says_in_about_0_minutes():
+    from datetime import UTC, datetime, timedelta
+
+    now = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
+    assert starts_in(now + timedelta(seconds=130), now) == "in about 2 min"
+    assert starts_in(now + timedelta(seconds=20), now) == "within a minute"
+    assert starts_in(now - timedelta(seconds=95), now) == (
+        "overdue: expected 1 min 35 s ago, still waiting"
+    )
+    assert starts_in(None, now) == "no estimate yet"
