@@ -63,7 +63,8 @@ docs: $(STAMP)
 # The docs' screenshots are taken by the browser tests; this copies those the docs show.
 screenshots: $(STAMP)
 	QP_SCREENSHOTS=test-artifacts $(PY) -m pytest -q -p no:cacheprovider tests/web/test_browser.py \
-		tests/web/test_browser_walkthrough.py tests/web/test_browser_whatif.py
+		tests/web/test_browser_walkthrough.py tests/web/test_browser_whatif.py \
+		tests/web/test_browser_fleet.py
 	@for image in $$(grep -rhoE 'images/[a-z0-9-]+\.png' docs README.md | sort -u); do \
 		cp test-artifacts/$$(basename $$image) docs/$$image || exit 1; done
 

@@ -336,3 +336,52 @@ def upcoming_capacity_changes(env, now, limit: int = 10) -> list[dict]:
         }
         for when, whats in list(by_instant.items())[:limit]
     ]
+
+
+def fleet_overview() -> list[dict]:
+    """Every service environment with its queues: capacity, and per queue the instances used,
+    borrowed and lent, the jobs waiting, and why the longest-waiting one waits."""
+    queues = list(
+        JobQueue.objects.select_related("service_environment").order_by(
+            "service_environment__name", "name"
+        )
+    )
+    waiting = dict(
+        Job.objects.filter(status=JobStatus.RUNNABLE)
+        .values_list("job_queue_id")
+        .annotate(n=Count("id"))
+    )
+    environments: dict[int, dict] = {}
+    for queue in queues:
+        env = queue.service_environment
+        capacity = bridge.capacity_of(queue)
+        entry = environments.setdefault(
+            env.pk, {"environment": env, "capacity": capacity, "queues": []}
+        )
+        entry["queues"].append(_queue_overview(queue, capacity, waiting.get(queue.pk, 0)))
+    return list(environments.values())
+
+
+def _queue_overview(queue: JobQueue, capacity: dict[str, int], waiting: int) -> dict:
+    used: dict[str, int] = defaultdict(int)
+    borrowed = lent = 0
+    for units in share_utilization(queue, capacity=capacity).values():
+        for unit, figures in units.items():
+            used[unit] += figures["used"]
+            borrowed += figures["borrowed"]
+            lent += figures["lent"]
+    longest = (
+        Job.objects.filter(job_queue=queue, status=JobStatus.RUNNABLE)
+        .order_by("created_at")
+        .values_list("pending_reason", "created_at")
+        .first()
+    )
+    return {
+        "queue": queue,
+        "used": {unit: used.get(unit, 0) for unit in capacity} | dict(used),
+        "borrowed": borrowed,
+        "lent": lent,
+        "waiting": waiting,
+        "longest_reason": longest[0] if longest else "",
+        "longest_since": longest[1] if longest else None,
+    }

@@ -6,6 +6,7 @@ from django.urls import path, reverse_lazy
 from quotaportal.web.views import (
     account,
     dashboard,
+    fleet,
     jobs,
     manage_people,
     manage_resources,
@@ -19,6 +20,7 @@ people, capacity, notices = manage_people, manage_resources, notifications
 
 urlpatterns = [
     path("", dashboard.dashboard, name="dashboard"),
+    path("fleet/", fleet.fleet, name="fleet"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("jobs/", jobs.job_list, name="job-list"),
