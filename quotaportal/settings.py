@@ -180,6 +180,7 @@ QP_FULL_REPLAN_SECONDS = envint("QP_FULL_REPLAN_SECONDS", 30)
 # /healthz answers 503 when an ENABLED queue has not ticked for this long (beat or worker down).
 QP_HEALTH_TICK_AGE = envint("QP_HEALTH_TICK_AGE", max(30, 5 * QP_TICK_SECONDS))
 # Scheduler runs and utilization samples older than this are pruned by beat.
+QP_CHART_HOURS = envint("QP_CHART_HOURS", 7 * 24)  # the dashboard chart's longest window
 QP_HISTORY_HOURS = envint("QP_HISTORY_HOURS", 24)
 # Start-time estimates of RUNNABLE jobs are refreshed this often per queue, each a forward
 # simulation of at most QP_ESTIMATE_MAX_WAITING waiting jobs (the rest get none).

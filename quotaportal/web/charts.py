@@ -1,7 +1,9 @@
-"""Server-rendered SVG chart of instances in use over the last hour, stacked per share.
+"""Server-rendered SVG chart of instances in use over a window (15 min to 7 days), stacked
+per share.
 
-Stacked areas, so shares with equal use never hide each other, in colours kept apart from the
-utilization bars' own/borrowed/lent colours; whole-number y ticks and a tick every 10 minutes.
+Stacked areas, so shares with equal use never hide each other. Each share keeps one colour,
+the one its card on the dashboard shows beside its name, kept apart from the utilization
+bars' own/borrowed/lent colours; whole-number y ticks and at most about six time ticks.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ class Area:
 class Tick:
     at: float  # pixel position
     label: str
+    anchor: str = "middle"  # "end" at the right edge, so "now" is not cut off
 
 
 @dataclass(frozen=True)
@@ -55,17 +58,64 @@ def _step(top: int) -> int:
     return max(1, top // 5)
 
 
-def usage_chart(samples, capacity: dict[str, int], now: datetime, span=timedelta(hours=1)) -> Chart:
+MOST_POINTS = 500  # more samples than this are thinned: a point per pixel or two is plenty
+TICK_STEPS = (  # (seconds, unit name, unit seconds), the first giving at most ~6 ticks
+    (300, "min", 60),
+    (600, "min", 60),
+    (1800, "min", 60),
+    (3600, "h", 3600),
+    (4 * 3600, "h", 3600),
+    (12 * 3600, "h", 3600),
+    (86400, "d", 86400),
+)
+
+
+def share_colours(names) -> dict[str, str]:
+    """One colour per share of a queue, by name order: the chart and the share cards agree."""
+    return {name: COLOURS[i % len(COLOURS)] for i, name in enumerate(sorted(names))}
+
+
+def time_ticks(span: timedelta) -> list[tuple[float, str]]:
+    """Ticks back from "now" (at the right edge), in whole minutes, hours or days."""
+    seconds = span.total_seconds()
+    step, unit, size = next(
+        (choice for choice in TICK_STEPS if seconds / choice[0] <= 6), TICK_STEPS[-1]
+    )
+    return [
+        (1 - back / seconds, "now" if back == 0 else f"−{back // size:.0f} {unit}")
+        for back in range(int(seconds // step) * step, -1, -step)
+    ]
+
+
+def thinned(samples: list, start: datetime, span: timedelta) -> list:
+    """At most MOST_POINTS samples: in each slice of the window, the last one (what held at
+    its end), so a week of per-tick samples still draws in a few hundred points."""
+    if len(samples) <= MOST_POINTS:
+        return samples
+    width = span / MOST_POINTS
+    kept: dict[int, object] = {}
+    for sample in samples:
+        kept[int((sample.time - start) / width)] = sample
+    return list(kept.values())
+
+
+def usage_chart(
+    samples,
+    capacity: dict[str, int],
+    now: datetime,
+    span=timedelta(hours=1),
+    colours: dict[str, str] | None = None,
+) -> Chart:
     """Stacked step areas from samples ({share: {unit: n}}), each held until the next."""
     start = now - span
+    samples = thinned(samples, start, span)
     shares = sorted({name for s in samples for name in s.used})
     values = {share: [sum(s.used.get(share, {}).values()) for s in samples] for share in shares}
     fractions = [min(1.0, max(0.0, (t - start) / span)) for t in [s.time for s in samples] + [now]]
-    x_ticks = [
-        (1 - m * 60 / span.total_seconds(), "now" if m == 0 else f"−{m} min")
-        for m in range(int(span.total_seconds() // 60), -1, -10)
-    ]
-    return stacked_chart(fractions, values, sum(capacity.values()), x_ticks)
+    colours = colours or share_colours(shares)
+    return stacked_chart(
+        fractions, values, sum(capacity.values()), time_ticks(span), colours=colours
+    )
 
 
 def replay_chart(series: list[dict], capacity_total: int, span_s: float) -> Chart:
@@ -99,6 +149,7 @@ def stacked_chart(
     values: dict[str, list[int]],
     capacity_total: int,
     x_ticks: list[tuple[float, str]],
+    colours: dict[str, str] | None = None,
 ) -> Chart:
     """Stacked step areas: `fractions` are the x positions (0..1) of each sample's start and,
     last, of the end of the chart; values[share][j] holds from sample j to sample j + 1."""
@@ -123,10 +174,10 @@ def stacked_chart(
             edge_down += [(x0, y(below[j])), (x1, y(below[j]))]
         polygon = edge_up + edge_down[::-1]
         points = " ".join(f"{px:.1f},{py:.1f}" for px, py in polygon)
-        areas.append(
-            Area(share, COLOURS[index % len(COLOURS)], points, series[-1] if series else 0)
-        )
+        colour = (colours or {}).get(share) or COLOURS[index % len(COLOURS)]
+        areas.append(Area(share, colour, points, series[-1] if series else 0))
         below = upper
     step = _step(top)
     y_ticks = [Tick(y(n), str(n)) for n in range(0, top + 1, step)]
-    return Chart(areas, top, y_ticks, [Tick(x(f), label) for f, label in x_ticks])
+    x_marks = [Tick(x(f), label, "end" if f >= 0.999 else "middle") for f, label in x_ticks]
+    return Chart(areas, top, y_ticks, x_marks)

@@ -14,10 +14,17 @@ from django.utils import timezone
 from quotaportal.awsbatch.models import SyncState
 from quotaportal.quotas import selectors
 from quotaportal.quotas.models import Backend, JobQueue
-from quotaportal.web.charts import usage_chart
+from quotaportal.web.charts import share_colours, usage_chart
 from quotaportal.web.events import describe
 
-HISTORY = timedelta(hours=1)
+# The chart's windows: the picker's value, its button, its title's words, its span.
+WINDOWS = {
+    "15m": ("15 min", "15 min", timedelta(minutes=15)),
+    "1h": ("1 h", "hour", timedelta(hours=1)),
+    "24h": ("24 h", "24 h", timedelta(hours=24)),
+    "7d": ("7 d", "7 days", timedelta(days=7)),
+}
+DEFAULT_WINDOW = "1h"
 
 
 @login_required
@@ -26,7 +33,17 @@ def dashboard(request):
     queue = next(
         (q for q in queues if q.name == request.GET.get("queue")), queues[0] if queues else None
     )
-    context = {"queues": queues, "queue": queue, "refresh_seconds": 2}
+    window = request.GET.get("window")
+    window = window if window in WINDOWS else DEFAULT_WINDOW
+    _, words, span = WINDOWS[window]
+    context = {
+        "queues": queues,
+        "queue": queue,
+        "refresh_seconds": 2,
+        "window": window,
+        "window_words": words,
+        "windows": [(key, button) for key, (button, _, _) in WINDOWS.items()],
+    }
     if queue is not None:
         now = timezone.now()
         version = selectors.dashboard_version(queue, now)
@@ -34,10 +51,13 @@ def dashboard(request):
             # Nothing new: an empty 204, which htmx does not swap in.
             return HttpResponse(status=204)
         context["version"] = version
-        data = selectors.queue_dashboard(queue, since=now - HISTORY)
+        data = selectors.queue_dashboard(queue, since=now - span)
         data["preemptions"] = describe(data["preemptions"])
+        colours = share_colours(row["share"].name for row in data["shares"])
+        for row in data["shares"]:
+            row["colour"] = colours[row["share"].name]
         context |= data | {
-            "chart": usage_chart(data["history"], data["capacity"], now),
+            "chart": usage_chart(data["history"], data["capacity"], now, span, colours),
             "jobs_url": f"{reverse('job-list')}?job_queue={quote(queue.name)}&quota_share=",
             **_aws_context(queue),
         }

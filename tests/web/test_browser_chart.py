@@ -1,0 +1,58 @@
+"""The dashboard chart in a browser: the window picker (keyboard too), and on a phone labels
+that can be read and the chart opened at "now"."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import expect
+
+from quotaportal.quotas import services
+from quotaportal.quotas.ticking.run import run_tick
+from tests.web.builders import shot, sign_in
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def busy(people, small_fleet):
+    for name in ("a", "b"):
+        services.submit_job(
+            people.alice,
+            job_queue=small_fleet,
+            quota_share="vision",
+            capacity_unit="a100",
+            name=name,
+        )
+    run_tick(small_fleet.pk)
+    return small_fleet
+
+
+def test_the_window_picker_changes_the_chart_by_keyboard(browser, live_server, busy):
+    page = sign_in(browser, live_server, "alice")
+    expect(page.get_by_role("heading", name="Instances in use, last hour")).to_be_visible()
+    page.locator("a[data-window='24h']").focus()
+    page.keyboard.press("Enter")
+    expect(page.get_by_role("heading", name="Instances in use, last 24 h")).to_be_visible()
+    expect(page.get_by_test_id("history-chart")).to_contain_text("−12 h")
+    shot(page, "dashboard-chart")
+
+
+def test_on_a_phone_the_chart_opens_at_now_with_labels_to_read(browser, live_server, busy):
+    page = sign_in(browser, live_server, "alice")
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(f"{live_server.url}/?queue=gpu")
+    chart = page.get_by_test_id("history-chart")
+    expect(chart).to_be_visible()
+    wrap = page.locator(".chart-wrap").first
+    assert wrap.evaluate("w => w.scrollLeft + w.clientWidth >= w.scrollWidth - 1"), "at now"
+    label = chart.locator("text", has_text="now")
+    shown = wrap.evaluate(
+        """w => { const box = w.getBoundingClientRect();
+                  const t = [...w.querySelectorAll("text")].find(e => e.textContent === "now")
+                    .getBoundingClientRect();
+                  return t.left >= box.left && t.right <= box.right + 0.5; }"""
+    )
+    assert shown, "the 'now' label is in the visible part of the chart"
+    assert label.evaluate("t => t.getBoundingClientRect().height") >= 11, "readable"
+    assert not page.evaluate("document.documentElement.scrollWidth > window.innerWidth")
+    shot(page, "dashboard-chart-phone")
