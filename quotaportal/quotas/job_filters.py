@@ -1,6 +1,7 @@
 """The filters of the job lists, one FilterSet for the REST API (`/api/v1/jobs/`) and the web
-page (`/jobs/`): by queue, share, status (any case), name (a part of it, any case), "my teams
-only", and the order (`sort`: submitted, priority or status; `-` first for descending)."""
+page (`/jobs/`): by queue, share, status (any case), name (a part of it, any case), who
+submitted it (`user`, a username), "my teams only", and the order (`sort`: submitted,
+priority or status; `-` first for descending)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ class JobFilter(django_filters.FilterSet):
     quota_share = django_filters.CharFilter(field_name="share_name", label="Share")
     status = StatusFilter(field_name="status", label="Status")
     name = django_filters.CharFilter(field_name="name", lookup_expr="icontains", label="Name")
+    user = django_filters.CharFilter(field_name="submitted_by__username", label="Submitted by")
     mine = django_filters.CharFilter(method="only_my_teams", label="Only my teams' jobs")
     sort = django_filters.OrderingFilter(
         fields=(

@@ -60,16 +60,34 @@ SORTS = [
 ]
 
 
+LIST_REFRESH_SECONDS = 5
+
+
+def _submitters(user) -> list[str]:
+    """Who submitted the jobs this person may see, for the "submitted by" filter's choices."""
+    return list(
+        selectors.visible_jobs(user)
+        .exclude(submitted_by=None)
+        .order_by("submitted_by__username")
+        .values_list("submitted_by__username", flat=True)
+        .distinct()[:200]
+    )
+
+
 @login_required
 def job_list(request):
     jobs = selectors.visible_jobs(request.user).order_by("-created_at", "id")
     filters = JobFilter(request.GET, queryset=jobs, request=request)  # as /api/v1/jobs/ has
     page = paginate(request, filters.qs if filters.is_valid() else jobs.none())
     _decorate(request.user, page.object_list)
+    # The rows refresh themselves (not while a priority box in them has the focus).
+    template = "web/jobs.html#rows" if request.htmx else "web/jobs.html"
     return render(
         request,
-        "web/jobs.html",
+        template,
         {
+            "refresh_seconds": LIST_REFRESH_SECONDS,
+            "users": _submitters(request.user),
             "page": page,
             "filters": request.GET,
             "filter_errors": filters.errors,
