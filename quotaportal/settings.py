@@ -271,6 +271,7 @@ SPECTACULAR_SETTINGS = {
         "ResourceStateEnum": "quotaportal.quotas.models.State",
         "HostStateEnum": "quotaportal.hosts.models.HostState",
         "JobStatusEnum": "quotaportal.quotas.models.JobStatus",
+        "EventDetailTypeEnum": "quotaportal.notifications.models.DetailType",
     },
 }
 
