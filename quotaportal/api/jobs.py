@@ -87,6 +87,7 @@ JOB_STATE_FIELDS = [
     "position_in_share",
     "position_in_queue",
     "estimated_start_at",
+    "estimated_start_range",
     "preempted_count",
     "recent_preemptions",
     "attempts",
@@ -140,6 +141,15 @@ class JobSerializer(serializers.ModelSerializer):
             "job does not start within the simulated horizon."
         )
     )
+    estimated_start_range = serializers.SerializerMethodField(
+        help_text=(
+            "While RUNNABLE and estimated: {earliest, latest, uncertain}: the start if jobs run "
+            "as short as the 10th percentile of their kind's recent run times, and as long as "
+            "the 90th with jobs like the last hour's arriving meanwhile (latest null when it "
+            "does not start within that horizon); uncertain when the range is wider than the "
+            "wait or its share has no finished job to go by. Null otherwise."
+        )
+    )
 
     aws = serializers.SerializerMethodField(
         help_text=(
@@ -190,6 +200,31 @@ class JobSerializer(serializers.ModelSerializer):
             "queue_position": remote.queue_position if remote else None,
             "heads_its_share": remote.share_head if remote else False,
             "pending_reason_is_predicted": True,
+        }
+
+    @extend_schema_field(
+        {
+            "type": "object",
+            "nullable": True,
+            "properties": {
+                "earliest": {"type": "string", "format": "date-time", "nullable": True},
+                "latest": {"type": "string", "format": "date-time", "nullable": True},
+                "uncertain": {"type": "boolean"},
+            },
+        }
+    )
+    def get_estimated_start_range(self, job):
+        if job.status != JobStatus.RUNNABLE or job.estimated_start_at is None:
+            return None
+        moment = serializers.DateTimeField()
+        return {
+            "earliest": moment.to_representation(job.estimated_start_earliest)
+            if job.estimated_start_earliest
+            else None,
+            "latest": moment.to_representation(job.estimated_start_latest)
+            if job.estimated_start_latest
+            else None,
+            "uncertain": job.estimate_uncertain,
         }
 
     @extend_schema_field(OpenApiTypes.DATETIME)

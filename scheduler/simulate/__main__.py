@@ -164,13 +164,20 @@ def main(argv: list[str] | None = None, out=None, err=None) -> int:
         for queue, figures in zip(workload.queues, accuracy, strict=True):
             out.write(
                 f"estimates in {queue.config.name}: {figures['estimates']:,} made, error p50 "
-                f"{figures['error_p50_s']} s p90 {figures['error_p90_s']} s; once every job "
-                f"had arrived p50 {figures['error_after_last_arrival_p50_s']} s p90 "
-                f"{figures['error_after_last_arrival_p90_s']} s\n"
+                f"{figures['error_p50_s']} s p90 {figures['error_p90_s']} s, the range held "
+                f"the real start {_percent(figures['inside_range'])} "
+                f"({figures['uncertain']:,} said uncertain); once every job had arrived "
+                f"p50 {figures['error_after_last_arrival_p50_s']} s p90 "
+                f"{figures['error_after_last_arrival_p90_s']} s, range held "
+                f"{_percent(figures['inside_range_after_last_arrival'])}\n"
             )
     if args.json:
         out.write(json.dumps(body, separators=(",", ":")) + "\n")
     return 0
+
+
+def _percent(fraction: float | None) -> str:
+    return "—" if fraction is None else f"{100 * fraction:.1f} %"
 
 
 if __name__ == "__main__":

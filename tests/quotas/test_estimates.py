@@ -80,3 +80,42 @@ def test_a_started_job_shows_no_estimate(people, fleet, client):
     run_tick(fleet.queue.id)
     client.force_login(people.bob)
     assert client.get(f"/api/v1/jobs/{job.pk}/").json()["estimated_start_at"] is None
+
+
+def test_a_job_behind_jobs_running_longer_than_usual_gets_an_uncertain_range_not_zero(
+    people, fleet, client
+):
+    """Two nlp jobs of the kind that usually takes 120 s have run 200 s already: the expected
+    start is soon (they should be ending), but the range runs long (what has lasted this long
+    may well last as long again) and the page says so, never 'in about 0 minutes'."""
+    real = timezone.now().replace(microsecond=0)
+    started = real - timedelta(seconds=200)
+    t0 = started - timedelta(seconds=300)
+    for index in range(3):  # the share's record: jobs of one instance take 120 s
+        done = submit(people.bob, fleet, share="nlp", name=f"done{index}")
+        at = t0 + timedelta(seconds=index)
+        run_tick(fleet.queue.id, now=at)
+        services.mark_started(done, now=at)
+        services.end_attempt(
+            done, succeeded=True, status_reason="ok", exit_code=0, now=at + timedelta(seconds=120)
+        )
+    long_ones = [submit(people.bob, fleet, share="nlp", name=f"long{i}") for i in range(2)]
+    run_tick(fleet.queue.id, now=started)
+    for job in long_ones:
+        services.mark_started(job, now=started)
+    waiting = submit(people.bob, fleet, share="nlp", name="waiting")
+    now = real + timedelta(seconds=2)  # they have run 202 s
+    refresh_estimates(fleet.queue, now=now)
+    job = reload(waiting)
+    assert job.estimated_start_at == now + timedelta(seconds=1), "expected: they end any moment"
+    assert job.estimated_start_earliest <= job.estimated_start_at
+    assert job.estimated_start_latest >= now + timedelta(seconds=800), "4 × the 202 s run so far"
+    assert job.estimate_uncertain
+    client.force_login(people.bob)
+    page = client.get(f"/jobs/{waiting.pk}/").content.decode()
+    assert 'data-testid="uncertain"' in page
+    assert "likely between" in page
+    assert "in about 0" not in page
+    body = client.get(f"/api/v1/jobs/{waiting.pk}/").json()
+    assert body["estimated_start_range"]["uncertain"] is True
+    assert body["estimated_start_range"]["latest"] is not None

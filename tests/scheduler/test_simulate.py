@@ -375,3 +375,27 @@ def test_the_shortcuts_change_nothing_on_a_busy_fleet_either(seed, uniform):
     full = simulate(load, check=False, fast=False, samples=0)
     assert fast.summary["preemptions"] > 0
     assert _outcomes(fast) == _outcomes(full)
+
+
+def test_a_running_job_longer_than_its_kind_is_expected_to_run_on_at_the_ranges_ends():
+    from scheduler.simulate.estimate import Durations
+
+    durations = Durations()
+    for seconds in (100, 110, 120, 500):
+        durations.add("s", 1, seconds)
+    assert durations.remaining("s", 1, 50) == 65  # the median (115) less the 50 s run
+    # At the range's late end: of the jobs that ran past 150 s (only the 500 s one), its run
+    # less what this one has run; past every one of them, 4 times what it has run.
+    assert durations.remaining("s", 1, 150, q=0.9) == 350
+    assert durations.remaining("s", 1, 600, q=0.9) == 2400
+    assert durations.remaining("s", 1, 600, limit_s=700, q=0.9) == 100  # never past its limit
+
+
+def test_the_jobs_to_come_repeat_the_last_stretch_of_arrivals():
+    from scheduler.simulate import WorkJob
+    from scheduler.simulate.estimate import future_arrivals
+
+    seen = [WorkJob(f"j{i}", "s", "u", 1, 5, 90.0 + 5 * i, 10.0) for i in range(3)]  # 90, 95, 100
+    coming = future_arrivals(seen, now=100.0, horizon_s=25.0)
+    assert [job.submit_s for job in coming] == [100, 105, 110, 110, 115, 120, 120, 125]
+    assert {job.priority for job in coming} == {5}

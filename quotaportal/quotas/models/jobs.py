@@ -88,6 +88,13 @@ class Job(models.Model):
     # When a forward simulation of the queue expects this RUNNABLE job to start (services.
     # estimates); None until one has run, or when it does not start within the horizon.
     estimated_start_at = models.DateTimeField(null=True, blank=True)
+    # Its range: the start if jobs run as short as the 10th percentile of their kind, and as
+    # long as the 90th with jobs like the last hour's arriving meanwhile (latest: None when it
+    # does not start within the horizon then).
+    estimated_start_earliest = models.DateTimeField(null=True, blank=True)
+    estimated_start_latest = models.DateTimeField(null=True, blank=True)
+    # The range is wider than the wait it brackets, or its share has no finished job to go by.
+    estimate_uncertain = models.BooleanField(default=False)
 
     class Meta:
         indexes = [

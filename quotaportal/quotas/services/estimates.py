@@ -11,7 +11,7 @@ jobs, in the order the queue serves them, and a bounded number of simulated even
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
@@ -21,7 +21,15 @@ from quotaportal.infra.locks import lock_environment
 from quotaportal.quotas import bridge, selectors
 from quotaportal.quotas.models import ACTIVE, Job, JobQueue, JobStatus, State
 from scheduler.simulate import QueueConfig, Running, WorkJob
-from scheduler.simulate.estimate import ASSUMPTION, Durations, estimate_starts
+from scheduler.simulate.estimate import (
+    ARRIVAL_WINDOW_S,
+    ASSUMPTION,
+    QUANTILES,
+    Durations,
+    Estimate,
+    estimate_ranges,
+    scenarios_with_arrivals,
+)
 
 log = logging.getLogger(__name__)
 
@@ -50,27 +58,32 @@ def refresh_all_estimates(now: datetime | None = None) -> int:
 
 
 def refresh_estimates(queue: JobQueue, now: datetime | None = None) -> int:
-    """Simulate the queue forward and store each RUNNABLE job's estimated start."""
+    """Simulate the queue forward and store each RUNNABLE job's estimated start and range."""
     now = now or timezone.now()
     snapshot = bridge.load_snapshot(queue).snapshot
     details = _job_details(queue)
     durations = _recent_durations(queue)
-    running, waiting = [], []
+    scenarios = {q: ([], []) for q in QUANTILES}
     for job in snapshot.jobs:
         limit_s, simulated_s, started_at = details.get(job.id, (None, None, None))
-        expected = simulated_s or durations.expected(job.share, job.quantity, limit_s)
-        work = WorkJob(
-            job.id, job.share, job.unit, job.quantity, job.priority, job.created_at, expected
-        )
-        if job.dispatched_at is None:
-            waiting.append(work)
-            continue
-        began = (started_at or now).timestamp()
-        running.append(
-            Running(work, job.dispatched_at, max(1.0, expected - (now.timestamp() - began)))
-        )
-    waiting.sort(key=lambda w: (-w.priority, w.submit_s, w.id))
-    considered = waiting[: settings.QP_ESTIMATE_MAX_WAITING]
+        for q, (running, waiting) in scenarios.items():
+            expected = simulated_s or durations.expected(job.share, job.quantity, limit_s, q)
+            work = WorkJob(
+                job.id, job.share, job.unit, job.quantity, job.priority, job.created_at, expected
+            )
+            if job.dispatched_at is None:
+                waiting.append(work)
+                continue
+            elapsed = now.timestamp() - (started_at or now).timestamp()
+            left = (
+                max(1.0, simulated_s - elapsed)
+                if simulated_s
+                else durations.remaining(job.share, job.quantity, elapsed, limit_s, q)
+            )
+            running.append(Running(work, job.dispatched_at, left))
+    for q, (running, waiting) in scenarios.items():
+        waiting.sort(key=lambda w: (-w.priority, w.submit_s, w.id))
+        scenarios[q] = (running, waiting[: settings.QP_ESTIMATE_MAX_WAITING])
     config = QueueConfig(
         queue.name,
         snapshot.capacity,
@@ -78,8 +91,42 @@ def refresh_estimates(queue: JobQueue, now: datetime | None = None) -> int:
         snapshot.ordering,
         capacity_changes=_reserved_changes(queue, snapshot.capacity, now),
     )
-    starts = estimate_starts(config, running, considered, now.timestamp()) if considered else {}
-    return _store(queue, starts)
+    if not scenarios[0.5][1]:
+        return _store(queue, {}, set(), now)
+    scenarios = scenarios_with_arrivals(
+        config, scenarios, _recent_arrivals(queue, durations, now), now.timestamp()
+    )
+    estimates = estimate_ranges(config, scenarios, now.timestamp())
+    guessed = {j.id for j in scenarios[0.5][1] if not durations.known(j.share)}
+    return _store(queue, estimates, guessed, now)
+
+
+def _recent_arrivals(queue: JobQueue, durations: Durations, now: datetime) -> list[WorkJob]:
+    """The queue's jobs of the last hour, as work that may arrive again (any status)."""
+    since = now - timedelta(seconds=ARRIVAL_WINDOW_S)
+    rows = Job.objects.filter(job_queue=queue, created_at__gt=since, quota_share__isnull=False)
+    return [
+        WorkJob(
+            str(pk),
+            share,
+            unit,
+            quantity,
+            priority,
+            created.timestamp(),
+            durations.expected(share, quantity, q=0.9),
+        )
+        for pk, share, unit, quantity, priority, created in rows.values_list(
+            "id",
+            "share_name",
+            "capacity_unit__name",
+            "quantity",
+            "scheduling_priority",
+            "created_at",
+        )[:MOST_RECENT]
+    ]
+
+
+MOST_RECENT = 2000  # of the last hour's jobs, as many as the estimate assumes to come
 
 
 def _reserved_changes(queue: JobQueue, capacity: dict, now: datetime) -> tuple:
@@ -128,7 +175,9 @@ def _recent_durations(queue: JobQueue) -> Durations:
     return durations
 
 
-def _store(queue: JobQueue, starts: dict[str, float | None]) -> int:
+def _store(
+    queue: JobQueue, estimates: dict[str, Estimate], guessed: set[str], now: datetime
+) -> int:
     """Write the estimates that changed (and clear those of jobs no longer considered).
 
     Under the environment's tick lock: a tick writes the same rows (pending reasons, starts)
@@ -138,22 +187,43 @@ def _store(queue: JobQueue, starts: dict[str, float | None]) -> int:
     with transaction.atomic():
         if not lock_environment(queue.service_environment_id, STORE_LOCK_SECONDS):
             return 0
-        return _store_locked(queue, starts)
+        return _store_locked(queue, estimates, guessed, now)
 
 
-def _store_locked(queue: JobQueue, starts: dict[str, float | None]) -> int:
-    current = dict(
-        Job.objects.filter(job_queue=queue, status=JobStatus.RUNNABLE).values_list(
-            "id", "estimated_start_at"
+def _moment(seconds: float | None) -> datetime | None:
+    return None if seconds is None else datetime.fromtimestamp(round(seconds), UTC)
+
+
+ESTIMATE_FIELDS = [
+    "estimated_start_at",
+    "estimated_start_earliest",
+    "estimated_start_latest",
+    "estimate_uncertain",
+]
+
+
+def _store_locked(
+    queue: JobQueue, estimates: dict[str, Estimate], guessed: set[str], now: datetime
+) -> int:
+    current = {
+        row[0]: row[1:]
+        for row in Job.objects.filter(job_queue=queue, status=JobStatus.RUNNABLE).values_list(
+            "id", *ESTIMATE_FIELDS
         )
-    )
+    }
     changed = []
     for pk, stored in current.items():
-        at = starts.get(str(pk))
-        value = None if at is None else datetime.fromtimestamp(round(at), UTC)
-        if value != stored:
-            changed.append(Job(pk=pk, estimated_start_at=value))
+        estimate = estimates.get(str(pk)) or Estimate(None, None, None)
+        values = (
+            _moment(estimate.expected),
+            _moment(estimate.earliest),
+            _moment(estimate.latest),
+            estimate.expected is not None
+            and (str(pk) in guessed or estimate.uncertain(now.timestamp())),
+        )
+        if values != tuple(stored):
+            changed.append(Job(pk=pk, **dict(zip(ESTIMATE_FIELDS, values, strict=True))))
     # A job dispatched since the read keeps a stale value, which nothing shows: every view
     # and the API show an estimate only while the job is RUNNABLE.
-    Job.objects.bulk_update(changed, ["estimated_start_at"], batch_size=500)
-    return sum(1 for at in starts.values() if at is not None)
+    Job.objects.bulk_update(changed, ESTIMATE_FIELDS, batch_size=500)
+    return sum(1 for e in estimates.values() if e.expected is not None)
