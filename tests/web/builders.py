@@ -29,3 +29,15 @@ def sign_in(browser, live_server, username):
 def shot(page, name):
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+
+
+def submit_to_vision(user, queue, *names, **fields):
+    """Jobs of one a100 each in share vision of `queue` (small_fleet's), one per name."""
+    from quotaportal.quotas import services
+
+    return [
+        services.submit_job(
+            user, job_queue=queue, quota_share="vision", capacity_unit="a100", name=name, **fields
+        )
+        for name in names
+    ]

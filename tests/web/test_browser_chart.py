@@ -6,23 +6,15 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from quotaportal.quotas import services
 from quotaportal.quotas.ticking.run import run_tick
-from tests.web.builders import shot, sign_in
+from tests.web.builders import shot, sign_in, submit_to_vision
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
 def busy(people, small_fleet):
-    for name in ("a", "b"):
-        services.submit_job(
-            people.alice,
-            job_queue=small_fleet,
-            quota_share="vision",
-            capacity_unit="a100",
-            name=name,
-        )
+    submit_to_vision(people.alice, small_fleet, "a", "b")
     run_tick(small_fleet.pk)
     return small_fleet
 

@@ -12,7 +12,7 @@ from quotaportal.quotas import services
 from quotaportal.quotas.models import SchedulingPolicy
 from quotaportal.quotas.ticking.run import run_tick
 from tests.builders import add_share
-from tests.web.builders import shot, sign_in
+from tests.web.builders import shot, sign_in, submit_to_vision
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -20,14 +20,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture
 def two_environments(people, small_fleet):
     """small_fleet (2 × a100, full, one job waiting) and a lab environment with an idle queue."""
-    for name in ("first", "second", "waiting"):
-        services.submit_job(
-            people.alice,
-            job_queue=small_fleet,
-            quota_share="vision",
-            capacity_unit="a100",
-            name=name,
-        )
+    submit_to_vision(people.alice, small_fleet, "first", "second", "waiting")
     run_tick(small_fleet.pk)
     services.create_capacity_unit(people.admin, name="h100")
     lab = services.create_service_environment(
@@ -58,13 +51,7 @@ def test_the_fleet_shows_every_queue_live_and_leads_to_its_dashboard(
     assert wrap.evaluate("w => w.scrollWidth <= w.clientWidth")
     shot(page, "fleet")
 
-    services.submit_job(
-        people.alice,
-        job_queue=two_environments,
-        quota_share="vision",
-        capacity_unit="a100",
-        name="later",
-    )
+    submit_to_vision(people.alice, two_environments, "later")
     expect(gpu).to_contain_text("2 waiting", timeout=15_000)  # it refreshes by itself
 
     page.get_by_role("link", name="gpu", exact=True).focus()

@@ -6,26 +6,19 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from quotaportal.quotas import services
-from tests.web.builders import shot, sign_in
+from tests.web.builders import shot, sign_in, submit_to_vision
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def submit(user, queue, name):
-    return services.submit_job(
-        user, job_queue=queue, quota_share="vision", capacity_unit="a100", name=name
-    )
 
 
 def test_the_list_refreshes_itself_and_filters_by_submitter(
     browser, live_server, people, small_fleet
 ):
-    submit(people.alice, small_fleet, "first")
+    submit_to_vision(people.alice, small_fleet, "first")
     page = sign_in(browser, live_server, "ada")
     page.goto(f"{live_server.url}/jobs/")
     expect(page.locator("tr[data-job=first]")).to_be_visible()
-    submit(people.admin, small_fleet, "later")
+    submit_to_vision(people.admin, small_fleet, "later")
     expect(page.locator("tr[data-job=later]")).to_be_visible(timeout=15_000)
 
     page.get_by_label("Submitted by").fill("alice")
@@ -36,7 +29,7 @@ def test_the_list_refreshes_itself_and_filters_by_submitter(
 
 def test_a_phone_shows_twenty_five_jobs_in_short_rows(browser, live_server, people, small_fleet):
     for index in range(25):
-        submit(people.alice, small_fleet, f"sweep-{index:02d}")
+        submit_to_vision(people.alice, small_fleet, f"sweep-{index:02d}")
     page = sign_in(browser, live_server, "alice")
     page.set_viewport_size({"width": 390, "height": 844})
     page.goto(f"{live_server.url}/jobs/")

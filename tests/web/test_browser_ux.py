@@ -112,7 +112,10 @@ def test_pressing_enter_on_a_bad_priority_shows_the_error_and_keeps_the_page(
     job = submit_as(people.alice, small_fleet, "waiting")
     page = sign_in(browser, live_server, "alice")
     page.set_viewport_size({"width": width, "height": 900})
-    for where in (f"/jobs/{job.pk}/", "/jobs/"):
+    # On a phone the jobs list shows each job in short lines, without the priority box: its
+    # priority is set on its page.
+    pages = (f"/jobs/{job.pk}/", "/jobs/") if width > 640 else (f"/jobs/{job.pk}/",)
+    for where in pages:
         page.goto(live_server.url + where)
         box = page.get_by_label("Priority")
         box.click()
