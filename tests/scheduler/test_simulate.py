@@ -395,7 +395,7 @@ def test_the_jobs_to_come_repeat_the_last_stretch_of_arrivals():
     from scheduler.simulate import WorkJob
     from scheduler.simulate.estimate import future_arrivals
 
-    seen = [WorkJob(f"j{i}", "s", "u", 1, 5, 90.0 + 5 * i, 10.0) for i in range(3)]  # 90, 95, 100
-    coming = future_arrivals(seen, now=100.0, horizon_s=25.0)
+    seen = [WorkJob(f"j{i}", "s", "u", 1 + i, 5 * i, 90.0 + 5 * i, 10.0) for i in range(3)]
+    coming = future_arrivals(seen, now=100.0, horizon_s=25.0)  # seen at 90, 95, 100
     assert [job.submit_s for job in coming] == [100, 105, 110, 110, 115, 120, 120, 125]
-    assert {job.priority for job in coming} == {5}
+    assert {(job.priority, job.quantity) for job in coming} == {(10, 3)}, "the most of each"
