@@ -109,7 +109,7 @@ def _url(value) -> str:
     try:
         _check_url(value)
     except ValidationError:
-        raise ValueError(f"{shortened(value)} is not an http:// or https:// URL") from None
+        raise ValueError(f"use an http:// or https:// URL (not {shortened(value)})") from None
     return value
 
 
