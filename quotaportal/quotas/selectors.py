@@ -6,7 +6,7 @@ import hashlib
 from collections import defaultdict
 from datetime import UTC, datetime
 
-from django.db.models import Count, F, Max, OuterRef, Q, Sum, Window
+from django.db.models import Count, F, Max, OuterRef, Q, Subquery, Sum, Window
 from django.db.models.functions import Coalesce, Greatest, RowNumber
 from django.utils import timezone
 
@@ -340,16 +340,18 @@ def upcoming_capacity_changes(env, now, limit: int = 10) -> list[dict]:
 
 def fleet_overview() -> list[dict]:
     """Every service environment with its queues: capacity, and per queue the instances used,
-    borrowed and lent, the jobs waiting, and why the longest-waiting one waits."""
-    queues = list(
-        JobQueue.objects.select_related("service_environment").order_by(
-            "service_environment__name", "name"
+    borrowed and lent, the jobs waiting, and why the longest-waiting one waits. The waiting
+    figures come with the queues, in one statement."""
+    runnable = Job.objects.filter(job_queue=OuterRef("pk"), status=JobStatus.RUNNABLE)
+    oldest = runnable.order_by("created_at")
+    queues = (
+        JobQueue.objects.select_related("service_environment")
+        .annotate(
+            waiting=Coalesce(per_outer_row(runnable, Count("id"), by="job_queue"), 0),
+            longest_since=Subquery(oldest.values("created_at")[:1]),
+            longest_reason=Subquery(oldest.values("pending_reason")[:1]),
         )
-    )
-    waiting = dict(
-        Job.objects.filter(status=JobStatus.RUNNABLE)
-        .values_list("job_queue_id")
-        .annotate(n=Count("id"))
+        .order_by("service_environment__name", "name")
     )
     environments: dict[int, dict] = {}
     for queue in queues:
@@ -358,30 +360,24 @@ def fleet_overview() -> list[dict]:
         entry = environments.setdefault(
             env.pk, {"environment": env, "capacity": capacity, "queues": []}
         )
-        entry["queues"].append(_queue_overview(queue, capacity, waiting.get(queue.pk, 0)))
+        entry["queues"].append(_queue_overview(queue, capacity))
     return list(environments.values())
 
 
-def _queue_overview(queue: JobQueue, capacity: dict[str, int], waiting: int) -> dict:
-    used: dict[str, int] = defaultdict(int)
+def _queue_overview(queue: JobQueue, capacity: dict[str, int]) -> dict:
+    used = dict.fromkeys(capacity, 0)  # every unit of the capacity, and any other in use
     borrowed = lent = 0
     for units in share_utilization(queue, capacity=capacity).values():
         for unit, figures in units.items():
-            used[unit] += figures["used"]
+            used[unit] = used.get(unit, 0) + figures["used"]
             borrowed += figures["borrowed"]
             lent += figures["lent"]
-    longest = (
-        Job.objects.filter(job_queue=queue, status=JobStatus.RUNNABLE)
-        .order_by("created_at")
-        .values_list("pending_reason", "created_at")
-        .first()
-    )
     return {
         "queue": queue,
-        "used": {unit: used.get(unit, 0) for unit in capacity} | dict(used),
+        "used": used,
         "borrowed": borrowed,
         "lent": lent,
-        "waiting": waiting,
-        "longest_reason": longest[0] if longest else "",
-        "longest_since": longest[1] if longest else None,
+        "waiting": queue.waiting,
+        "longest_reason": queue.longest_reason or "",
+        "longest_since": queue.longest_since,
     }
