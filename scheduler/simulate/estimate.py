@@ -229,6 +229,48 @@ def _quantile(values: list[float], q: float) -> float:
     return percentile(sorted(values), q)
 
 
+@dataclass(frozen=True)
+class Known:
+    """A job as an estimate knows it: its work (whose duration is to be expected), and for a
+    running one when it was dispatched and how long it has run; its time limit; its own
+    duration when it says (a SIMULATED job)."""
+
+    work: WorkJob
+    dispatched_at: float | None = None
+    elapsed_s: float = 0.0
+    limit_s: float | None = None
+    own_s: float | None = None
+
+
+def quantile_scenarios(
+    jobs: Iterable[Known], durations: Durations
+) -> dict[float, tuple[list[Running], list[WorkJob]]]:
+    """Per quantile of run times, the running jobs (with what is left of them) and the
+    waiting ones (with their whole run), for estimate_ranges."""
+    jobs = list(jobs)
+    scenarios = {}
+    for q in QUANTILES:
+        running, waiting = [], []
+        for known in jobs:
+            job = known.work
+            expected = known.own_s or durations.expected(job.share, job.quantity, known.limit_s, q)
+            work = replace(job, duration_s=expected)
+            if known.dispatched_at is None:
+                waiting.append(work)
+                continue
+            left = (
+                max(MIN_REMAINING_S, known.own_s - known.elapsed_s)
+                if known.own_s
+                else durations.remaining(job.share, job.quantity, known.elapsed_s, known.limit_s, q)
+            )
+            running.append(Running(work, known.dispatched_at, left))
+        scenarios[q] = (running, waiting)
+    return scenarios
+
+
+Prediction = tuple[str, float, Estimate]  # job, asked at, estimate
+
+
 def estimate_accuracy(queue: QueueWorkload, probes: int = 100) -> dict:
     """Replay the queue; at `probes` moments estimate every waiting job's start, with its
     range, from what was known then (durations of jobs finished so far), and compare with the
@@ -236,8 +278,7 @@ def estimate_accuracy(queue: QueueWorkload, probes: int = 100) -> dict:
     the range (the calibration)."""
     # Every k-th instant of the replay (about two per job: its arrival and its end).
     every = max(1, 2 * len(queue.jobs) // probes)
-    last_arrival = max((job.submit_s for job in queue.jobs), default=0.0)
-    predictions: list[tuple[str, float, Estimate]] = []  # job, asked at, estimate
+    predictions: list[Prediction] = []
     durations = Durations()
     seen_ends: set[str] = set()
 
@@ -247,75 +288,77 @@ def estimate_accuracy(queue: QueueWorkload, probes: int = 100) -> dict:
             if outcome.end_s is not None:
                 seen_ends.add(job_id)
                 durations.add(outcome.job.share, outcome.job.quantity, outcome.job.duration_s)
-        if sim.run.instants % every or not sim.runnable:
-            return
-        seen = [job for job in queue.jobs if job.submit_s <= sim.now]
-        scenarios = {
-            q: (
-                [
-                    Running(
-                        _expected(sim.work[job.id], durations, q),
-                        job.dispatched_at,
-                        durations.remaining(
-                            job.share, job.quantity, sim.now - job.dispatched_at, q=q
-                        ),
-                    )
-                    for job in sim.dispatched.values()
-                ],
-                [_expected(sim.work[job_id], durations, q) for job_id in sim.runnable],
-            )
-            for q in QUANTILES
-        }
-        scenarios = scenarios_with_arrivals(
-            queue.config, scenarios, [_expected(j, durations) for j in seen], sim.now
-        )
-        for job_id, estimate in estimate_ranges(queue.config, scenarios, sim.now).items():
-            predictions.append((job_id, sim.now, estimate))
+        if not sim.run.instants % every and sim.runnable:
+            predictions.extend(_predictions(queue, sim, durations))
 
     run = QueueSimulation(queue, check=False, observer=observe).simulate()
+    last_arrival = max((job.submit_s for job in queue.jobs), default=0.0)
+    return _score(predictions, run, last_arrival)
 
-    def started(job_id: str) -> float | None:
-        return run.outcomes[job_id].start_s
 
-    def errors(after: float = float("-inf")) -> list[float]:
-        return sorted(
-            abs(estimate.expected - started(job_id))
-            for job_id, asked, estimate in predictions
-            if asked > after and estimate.expected is not None and started(job_id) is not None
-        )
+def _predictions(
+    queue: QueueWorkload, sim: QueueSimulation, durations: Durations
+) -> list[Prediction]:
+    """What a user would have been told at this moment of the replay."""
+    known = [
+        Known(sim.work[job.id], job.dispatched_at, sim.now - job.dispatched_at)
+        for job in sim.dispatched.values()
+    ] + [Known(sim.work[job_id]) for job_id in sim.runnable]
+    seen = [job for job in queue.jobs if job.submit_s <= sim.now]
+    scenarios = scenarios_with_arrivals(
+        queue.config,
+        quantile_scenarios(known, durations),
+        [_expected(j, durations) for j in seen],
+        sim.now,
+    )
+    ranges = estimate_ranges(queue.config, scenarios, sim.now)
+    return [(job_id, sim.now, estimate) for job_id, estimate in ranges.items()]
 
-    def inside(after: float = float("-inf")) -> float | None:
-        judged = [
-            (estimate, started(job_id))
-            for job_id, asked, estimate in predictions
-            if asked > after and started(job_id) is not None
-        ]
-        hits = sum(
-            1
-            for estimate, at in judged
-            if estimate.earliest is not None
-            and estimate.earliest - 1.0 <= at <= (estimate.latest or float("inf")) + 1.0
-        )
-        return round(hits / len(judged), 3) if judged else None
 
-    everything, settled = errors(), errors(after=last_arrival)
+def _score(predictions: list[Prediction], run, last_arrival: float) -> dict:
+    started = {job_id: outcome.start_s for job_id, outcome in run.outcomes.items()}
+    everything = _errors(predictions, started)
+    settled = _errors(predictions, started, after=last_arrival)
+    waits = sorted(o.wait_s for o in run.outcomes.values() if o.wait_s is not None)
     return {
         "estimates": len(predictions),
         "without_estimate": sum(1 for _, _, e in predictions if e.expected is None),
         "error_p50_s": rounded(percentile(everything, 0.5)),
         "error_p90_s": rounded(percentile(everything, 0.9)),
         # The share of estimates whose range held the real start (target: at least 0.8).
-        "inside_range": inside(),
+        "inside_range": _inside(predictions, started),
         "uncertain": sum(1 for _, asked, e in predictions if e.uncertain(asked)),
         # Once every job has arrived, no later job can jump ahead: what durations alone cost.
         "estimates_after_last_arrival": len(settled),
         "error_after_last_arrival_p50_s": rounded(percentile(settled, 0.5)),
         "error_after_last_arrival_p90_s": rounded(percentile(settled, 0.9)),
-        "inside_range_after_last_arrival": inside(after=last_arrival),
-        "wait_p50_s": rounded(
-            percentile(sorted(o.wait_s for o in run.outcomes.values() if o.wait_s is not None), 0.5)
-        ),
+        "inside_range_after_last_arrival": _inside(predictions, started, after=last_arrival),
+        "wait_p50_s": rounded(percentile(waits, 0.5)),
     }
+
+
+def _errors(predictions, started: dict, after: float = float("-inf")) -> list[float]:
+    return sorted(
+        abs(estimate.expected - started[job_id])
+        for job_id, asked, estimate in predictions
+        if asked > after and estimate.expected is not None and started[job_id] is not None
+    )
+
+
+def _inside(predictions, started: dict, after: float = float("-inf")) -> float | None:
+    """The share of the estimates (asked after `after`) whose range held the real start."""
+    judged = [
+        (estimate, started[job_id])
+        for job_id, asked, estimate in predictions
+        if asked > after and started[job_id] is not None
+    ]
+    hits = sum(
+        1
+        for estimate, at in judged
+        if estimate.earliest is not None
+        and estimate.earliest - 1.0 <= at <= (estimate.latest or float("inf")) + 1.0
+    )
+    return round(hits / len(judged), 3) if judged else None
 
 
 def _expected(job: WorkJob, durations: Durations, q: float = 0.5) -> WorkJob:

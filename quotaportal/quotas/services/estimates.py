@@ -20,14 +20,15 @@ from django.utils import timezone
 from quotaportal.infra.locks import lock_environment
 from quotaportal.quotas import bridge, selectors
 from quotaportal.quotas.models import ACTIVE, Job, JobQueue, JobStatus, State
-from scheduler.simulate import QueueConfig, Running, WorkJob
+from scheduler.simulate import QueueConfig, WorkJob
 from scheduler.simulate.estimate import (
     ARRIVAL_WINDOW_S,
     ASSUMPTION,
-    QUANTILES,
     Durations,
     Estimate,
+    Known,
     estimate_ranges,
+    quantile_scenarios,
     scenarios_with_arrivals,
 )
 
@@ -63,24 +64,13 @@ def refresh_estimates(queue: JobQueue, now: datetime | None = None) -> int:
     snapshot = bridge.load_snapshot(queue).snapshot
     details = _job_details(queue)
     durations = _recent_durations(queue)
-    scenarios = {q: ([], []) for q in QUANTILES}
+    known = []
     for job in snapshot.jobs:
         limit_s, simulated_s, started_at = details.get(job.id, (None, None, None))
-        for q, (running, waiting) in scenarios.items():
-            expected = simulated_s or durations.expected(job.share, job.quantity, limit_s, q)
-            work = WorkJob(
-                job.id, job.share, job.unit, job.quantity, job.priority, job.created_at, expected
-            )
-            if job.dispatched_at is None:
-                waiting.append(work)
-                continue
-            elapsed = now.timestamp() - (started_at or now).timestamp()
-            left = (
-                max(1.0, simulated_s - elapsed)
-                if simulated_s
-                else durations.remaining(job.share, job.quantity, elapsed, limit_s, q)
-            )
-            running.append(Running(work, job.dispatched_at, left))
+        work = WorkJob(job.id, job.share, job.unit, job.quantity, job.priority, job.created_at, 0)
+        elapsed = now.timestamp() - (started_at or now).timestamp()
+        known.append(Known(work, job.dispatched_at, elapsed, limit_s, simulated_s))
+    scenarios = quantile_scenarios(known, durations)
     for q, (running, waiting) in scenarios.items():
         waiting.sort(key=lambda w: (-w.priority, w.submit_s, w.id))
         scenarios[q] = (running, waiting[: settings.QP_ESTIMATE_MAX_WAITING])
