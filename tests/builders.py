@@ -108,3 +108,33 @@ def samples(text: str) -> dict[tuple[str, tuple], float]:
 
 def value(found, name, **labels) -> float | None:
     return found.get((name, tuple(sorted(labels.items()))))
+
+
+def another_queue(
+    admin,
+    *,
+    name: str,
+    unit: str,
+    capacity: int,
+    backend: str,
+    share: str,
+    team: str,
+    strategy: str,
+    queue_name: str | None = None,
+):
+    """A second environment `name` of `capacity` × a new `unit`, its queue (`queue_name`, else
+    `name`; under the existing "fifo" policy) and one share of all of it for `team`."""
+    from quotaportal.quotas.models import SchedulingPolicy
+
+    services.create_capacity_unit(admin, name=unit)
+    env = services.create_service_environment(
+        admin, name=name, backend=backend, capacity_limits={unit: capacity}
+    )
+    queue = services.create_job_queue(
+        admin,
+        name=queue_name or name,
+        scheduling_policy=SchedulingPolicy.objects.get(name="fifo"),
+        service_environment=env,
+    )
+    add_share(admin, queue, share, team, capacity, strategy, unit=unit)
+    return queue

@@ -8,10 +8,8 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from quotaportal.quotas import services
-from quotaportal.quotas.models import SchedulingPolicy
 from quotaportal.quotas.ticking.run import run_tick
-from tests.builders import add_share
+from tests.builders import another_queue
 from tests.web.builders import shot, sign_in, submit_to_vision
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -22,17 +20,17 @@ def two_environments(people, small_fleet):
     """small_fleet (2 × a100, full, one job waiting) and a lab environment with an idle queue."""
     submit_to_vision(people.alice, small_fleet, "first", "second", "waiting")
     run_tick(small_fleet.pk)
-    services.create_capacity_unit(people.admin, name="h100")
-    lab = services.create_service_environment(
-        people.admin, name="lab", backend="SIMULATED", capacity_limits={"h100": 3}
-    )
-    queue = services.create_job_queue(
+    another_queue(
         people.admin,
-        name="lab-queue",
-        scheduling_policy=SchedulingPolicy.objects.get(name="fifo"),
-        service_environment=lab,
+        name="lab",
+        unit="h100",
+        capacity=3,
+        backend="SIMULATED",
+        share="lab-share",
+        team="nlp",
+        strategy="RESERVE",
+        queue_name="lab-queue",
     )
-    add_share(people.admin, queue, "lab-share", "nlp", 3, "RESERVE", unit="h100")
     return small_fleet
 
 

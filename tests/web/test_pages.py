@@ -10,7 +10,7 @@ from django.test import Client
 from quotaportal.quotas import services
 from quotaportal.quotas.models import Job, QuotaShare
 from quotaportal.quotas.ticking.run import run_tick
-from tests.builders import submit
+from tests.builders import another_queue, submit
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
 
@@ -344,25 +344,22 @@ def test_an_anonymous_404_offers_to_sign_in(client):
 
 
 def test_the_submit_form_offers_what_the_users_shares_can_take(browser_as, people, fleet):
-    from quotaportal.quotas.models import SchedulingPolicy
     from quotaportal.web.forms import JobSubmitForm
-    from tests.builders import add_share
 
     form = JobSubmitForm(user=people.alice)  # alice's team has one share, on SIMULATED
     assert form.fields["quota_share"].initial == fleet.vision.pk, "the only share, chosen"
     assert form.fields["capacity_unit"].initial == "a100", "the only unit, chosen"
     assert "simulated_duration_seconds" in form.fields
-    services.create_capacity_unit(people.admin, name="gpu1")
-    env = services.create_service_environment(
-        people.admin, name="onprem", backend="LOCAL", capacity_limits={"gpu1": 2}
-    )
-    local = services.create_job_queue(
+    another_queue(
         people.admin,
         name="onprem",
-        scheduling_policy=SchedulingPolicy.objects.get(name="fifo"),
-        service_environment=env,
+        unit="gpu1",
+        capacity=2,
+        backend="LOCAL",
+        share="bobs",
+        team="nlp",
+        strategy="LEND",
     )
-    add_share(people.admin, local, "bobs", "nlp", 2, "LEND", unit="gpu1")
     for share in fleet.queue.quota_shares.filter(team__name="nlp"):
         services.update_share(people.admin, share, state="DISABLED")
     form = JobSubmitForm(user=people.bob)  # now only a LOCAL share
