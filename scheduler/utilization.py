@@ -23,26 +23,37 @@ def share_breakdown(
     units = set(capacity) | {u for s in shares for u in s.limits}
     for unit in sorted(units):
         use = {s.name: used.get(s.name, {}).get(unit, 0) for s in shares}
-        borrowed_total = sum(max(0, use[s.name] - s.limit(unit)) for s in shares)
-        uncovered = max(0, capacity.get(unit, 0) - sum(s.limit(unit) for s in shares))
-        to_attribute = max(0, borrowed_total - uncovered)
-        free = max(0, capacity.get(unit, 0) - sum(use.values()))
-        for share in shares:
-            limit, mine = share.limit(unit), use[share.name]
-            if not limit and not mine:
-                continue
-            idle = max(0, limit - mine)
-            lends = share.strategy is not Strategy.RESERVE or not share.enabled
-            lent = min(idle, to_attribute) if lends else 0
-            to_attribute -= lent
-            really_idle = min(idle - lent, free)
-            free -= really_idle
-            result[share.name][unit] = {
-                "used": mine,
-                "limit": limit,
-                "borrowed": max(0, mine - limit),
-                "lent": lent,
-                "idle": really_idle,
-                "short": idle - lent - really_idle,
-            }
+        for name, figures in unit_breakdown(shares, use, unit, capacity.get(unit, 0)).items():
+            result[name][unit] = figures
+    return result
+
+
+def unit_breakdown(
+    shares: list[Share], use: Mapping[str, int], unit: str, capacity: int
+) -> dict[str, dict[str, int]]:
+    """share_breakdown for one unit: `shares` sorted by name, `use` their instances in use.
+    Shares with neither a limit nor use on the unit are left out."""
+    borrowed_total = sum(max(0, use.get(s.name, 0) - s.limit(unit)) for s in shares)
+    uncovered = max(0, capacity - sum(s.limit(unit) for s in shares))
+    to_attribute = max(0, borrowed_total - uncovered)
+    free = max(0, capacity - sum(use.values()))
+    result = {}
+    for share in shares:
+        limit, mine = share.limit(unit), use.get(share.name, 0)
+        if not limit and not mine:
+            continue
+        idle = max(0, limit - mine)
+        lends = share.strategy is not Strategy.RESERVE or not share.enabled
+        lent = min(idle, to_attribute) if lends else 0
+        to_attribute -= lent
+        really_idle = min(idle - lent, free)
+        free -= really_idle
+        result[share.name] = {
+            "used": mine,
+            "limit": limit,
+            "borrowed": max(0, mine - limit),
+            "lent": lent,
+            "idle": really_idle,
+            "short": idle - lent - really_idle,
+        }
     return result

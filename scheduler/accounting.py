@@ -1,0 +1,258 @@
+"""Who used what: a sweep over a queue's attempts that splits their instance-seconds into the
+share's own capacity and borrowed capacity, the way the planner attributes borrowing, and
+counts what each share lent and left idle while others waited.
+
+The rules (docs/guides/usage.md states them for people):
+
+- An attempt holds its instances from its start (dispatch) to its stop. While its share uses
+  more of a unit than its limit, the excess U - L is attributed to the share's running
+  attempts in victim order (lowest priority first, then the most recently started): those
+  instance-seconds are *borrowed*, the rest *own*. A job that straddles the limit is split.
+- A preempted attempt's instance-seconds, all of them, count as *preempted* (work lost) in
+  the hour the preemption stopped it.
+- *Lent* and *idle* per share follow the dashboard's attribution (utilization.unit_breakdown):
+  borrowed instances come first from capacity no share covers, then from lending shares'
+  idle capacity. *Idle while waiting* is a share's unused, unlent limit that was free while a
+  job of another share waited on that unit (a RESERVE share's capacity, or capacity that
+  borrow limits and strategies kept the waiting job from).
+- Everything is cut at bucket (hour) boundaries, so ledgers of adjacent periods add up.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from scheduler.model import Share
+from scheduler.utilization import unit_breakdown
+
+HOUR = 3600.0
+PREEMPTION_KINDS = ("cross_share", "in_share", "capacity")
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    job: str
+    key: tuple  # the report row it counts in
+    share: str
+    unit: str
+    quantity: int
+    gpus_per_instance: int
+    priority: int
+    created_at: float
+    started_at: float
+    stopped_at: float | None  # None: still running
+    preempted: str = ""  # the kind of preemption that stopped it (PREEMPTION_KINDS)
+    first: bool = False  # the job's first attempt: the job's wait ends at its start
+
+
+@dataclass(frozen=True, slots=True)
+class Terms:
+    """A share's terms from `since` on, until its next Terms."""
+
+    share: Share
+    since: float
+    key: tuple  # the row its lent and idle figures count in
+
+
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """A job RUNNABLE from `start` to `end` (None: still waiting)."""
+
+    share: str
+    unit: str
+    start: float
+    end: float | None
+
+
+@dataclass(slots=True)
+class Figures:
+    instance_seconds: float = 0.0
+    gpu_seconds: float = 0.0
+    own_instance_seconds: float = 0.0
+    borrowed_instance_seconds: float = 0.0
+    preempted: dict[str, float] = field(default_factory=dict)  # kind -> instance-seconds
+    lent_instance_seconds: float = 0.0
+    idle_while_waiting_instance_seconds: float = 0.0
+    attempts: int = 0
+    jobs: int = 0  # jobs whose first attempt started
+    waits: list[float] = field(default_factory=list)  # their waits, submitted -> first start
+
+    @property
+    def preempted_instance_seconds(self) -> float:
+        return sum(self.preempted.values())
+
+
+Ledger = dict[tuple[float, tuple], Figures]
+
+
+def account(
+    attempts: Iterable[Attempt],
+    terms: Iterable[Terms],
+    waiting: Iterable[Waiting],
+    capacity: Mapping[str, int],
+    start: float,
+    end: float,
+    bucket: float = HOUR,
+) -> Ledger:
+    """One queue's ledger over [start, end): (bucket start, row key) -> Figures."""
+    ledger: Ledger = defaultdict(Figures)
+    attempts = list(attempts)
+    for attempt in attempts:
+        _count_attempt(ledger, attempt, start, end, bucket)
+    by_unit: dict[str, list[Attempt]] = defaultdict(list)
+    for attempt in attempts:
+        by_unit[attempt.unit].append(attempt)
+    waits_by_unit: dict[str, list[Waiting]] = defaultdict(list)
+    for wait in waiting:
+        waits_by_unit[wait.unit].append(wait)
+    terms = sorted(terms, key=lambda t: t.since)
+    for unit in sorted(set(by_unit) | set(waits_by_unit)):
+        sweep = _Sweep(ledger, unit, terms, capacity.get(unit, 0), bucket)
+        sweep.run(by_unit[unit], waits_by_unit[unit], start, end)
+    return dict(ledger)
+
+
+def spread(t0: float, t1: float, bucket: float, add: Callable[[float, float], None]) -> None:
+    """Call add(bucket start, seconds) for each bucket [t0, t1) overlaps."""
+    b = math.floor(t0 / bucket) * bucket
+    while b < t1:
+        seconds = min(t1, b + bucket) - max(t0, b)
+        if seconds > 0:
+            add(b, seconds)
+        b += bucket
+
+
+def bucket_of(t: float, bucket: float = HOUR) -> float:
+    return math.floor(t / bucket) * bucket
+
+
+def _count_attempt(ledger: Ledger, a: Attempt, start: float, end: float, bucket: float) -> None:
+    """What an attempt adds by itself: its instance-seconds (all own until the sweep moves
+    the borrowed part), its start, its job's wait, its loss to a preemption."""
+    t0, t1 = max(a.started_at, start), min(end if a.stopped_at is None else a.stopped_at, end)
+
+    def add(b: float, seconds: float) -> None:
+        figures = ledger[(b, a.key)]
+        figures.instance_seconds += a.quantity * seconds
+        figures.gpu_seconds += a.quantity * a.gpus_per_instance * seconds
+        figures.own_instance_seconds += a.quantity * seconds
+
+    spread(t0, t1, bucket, add)
+    if start <= a.started_at < end:
+        figures = ledger[(bucket_of(a.started_at, bucket), a.key)]
+        figures.attempts += 1
+        if a.first:
+            figures.jobs += 1
+            figures.waits.append(max(0.0, a.started_at - a.created_at))
+    if a.preempted and a.stopped_at is not None and start <= a.stopped_at < end:
+        figures = ledger[(bucket_of(a.stopped_at, bucket), a.key)]
+        lost = a.quantity * (a.stopped_at - a.started_at)
+        figures.preempted[a.preempted] = figures.preempted.get(a.preempted, 0.0) + lost
+
+
+def _victim_order(a: Attempt) -> tuple:
+    """scheduler.victims.victim_order for an attempt: sorted in reverse, first victim first."""
+    return (-a.priority, a.started_at, a.created_at, a.job)
+
+
+class _Sweep:
+    """One unit of one queue, walked from event to event; between two events nothing changes."""
+
+    def __init__(self, ledger: Ledger, unit: str, terms: list[Terms], capacity: int, bucket):
+        self.ledger, self.unit, self.capacity, self.bucket = ledger, unit, capacity, bucket
+        self.terms = terms
+        self.current: dict[str, Terms] = {}
+        self.running: dict[str, dict[str, Attempt]] = defaultdict(dict)
+        self.waiting: dict[str, int] = defaultdict(int)
+
+    def run(self, attempts: list[Attempt], waits: list[Waiting], start: float, end: float):
+        events: list[tuple[float, int, object]] = []
+        for a in attempts:
+            stop = end if a.stopped_at is None else a.stopped_at
+            if a.started_at < end and stop > start and stop > a.started_at:
+                events.append((max(a.started_at, start), 1, a))
+                events.append((min(stop, end), 0, a))
+        for w in waits:
+            stop = end if w.end is None else w.end
+            if w.start < end and stop > start and stop > w.start:
+                events.append((max(w.start, start), 1, w))
+                events.append((min(stop, end), 0, w))
+        for t in self.terms:
+            events.append((max(t.since, start), 2, t))
+        events.sort(key=lambda e: (e[0], e[1]))
+        now = start
+        for time, kind, item in events:
+            if time > now:
+                self._segment(now, min(time, end))
+                now = time
+            if now >= end:
+                break
+            self._apply(kind, item)
+        if now < end:
+            self._segment(now, end)
+
+    def _apply(self, kind: int, item) -> None:
+        if isinstance(item, Terms):
+            self.current[item.share.name] = item
+        elif isinstance(item, Attempt):
+            if kind == 1:
+                self.running[item.share][item.job] = item
+            else:
+                self.running[item.share].pop(item.job, None)
+        else:
+            self.waiting[item.share] += 1 if kind == 1 else -1
+
+    def _segment(self, t0: float, t1: float) -> None:
+        if t1 <= t0:
+            return
+        use = {
+            name: sum(a.quantity for a in jobs.values())
+            for name, jobs in self.running.items()
+            if jobs
+        }
+        borrowing = False
+        for name, used in use.items():
+            terms = self.current.get(name)
+            if terms is None:
+                continue  # a share whose terms are unknown (deleted): all its use counts as own
+            excess = used - terms.share.limit(self.unit)
+            if excess > 0:
+                borrowing = True
+                self._attribute_borrowed(self.running[name].values(), excess, t0, t1)
+        waited = sum(self.waiting.values())
+        if borrowing or waited:
+            self._lent_and_idle(use, waited, t0, t1)
+
+    def _attribute_borrowed(self, running: Iterable[Attempt], excess: int, t0, t1) -> None:
+        for a in sorted(running, key=_victim_order, reverse=True):
+            if excess <= 0:
+                break
+            borrowed = min(a.quantity, excess)
+            excess -= borrowed
+
+            def move(b: float, seconds: float, a=a, borrowed=borrowed) -> None:
+                figures = self.ledger[(b, a.key)]
+                figures.borrowed_instance_seconds += borrowed * seconds
+                figures.own_instance_seconds -= borrowed * seconds
+
+            spread(t0, t1, self.bucket, move)
+
+    def _lent_and_idle(self, use: dict[str, int], waited: int, t0: float, t1: float) -> None:
+        shares = sorted((t.share for t in self.current.values()), key=lambda s: s.name)
+        figures = unit_breakdown(shares, use, self.unit, self.capacity)
+        for name, f in figures.items():
+            others_wait = waited - self.waiting.get(name, 0) > 0
+            lent, idle = f["lent"], f["idle"] if others_wait else 0
+            if not lent and not idle:
+                continue
+            key = self.current[name].key
+
+            def add(b: float, seconds: float, key=key, lent=lent, idle=idle) -> None:
+                row = self.ledger[(b, key)]
+                row.lent_instance_seconds += lent * seconds
+                row.idle_while_waiting_instance_seconds += idle * seconds
+
+            spread(t0, t1, self.bucket, add)
