@@ -58,6 +58,7 @@ INSTALLED_APPS = [
     "axes",
     "quotaportal.quotas",
     "quotaportal.notifications",
+    "quotaportal.usage",
     "quotaportal.hosts",
     "quotaportal.awsbatch",
     "quotaportal.api",
@@ -213,6 +214,8 @@ MAILERS = {
 }
 DEFAULT_FROM_EMAIL = os.environ.get("QP_EMAIL_FROM", "quotaportal@localhost")
 QP_ESTIMATE_SECONDS = envint("QP_ESTIMATE_SECONDS", 10)
+# Between roll-ups of the hourly usage rows (reports count the hours not rolled up live).
+QP_USAGE_ROLLUP_SECONDS = envint("QP_USAGE_ROLLUP_SECONDS", 300)
 QP_ESTIMATE_MAX_WAITING = envint("QP_ESTIMATE_MAX_WAITING", 5000)
 # What-if replays run in a Celery task; with this set they run in the web process instead.
 QP_WHATIF_IN_PROCESS = os.environ.get("QP_WHATIF_IN_PROCESS", "") == "1"
@@ -293,6 +296,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "quotaportal.notifications.tasks.deliver_notifications",
         "schedule": float(QP_NOTIFY_SWEEP_SECONDS),
         "options": {"expires": max(QP_NOTIFY_SWEEP_SECONDS - 0.5, 0.5)},
+    },
+    "roll-up-usage": {
+        "task": "quotaportal.usage.tasks.roll_up_usage",
+        "schedule": float(QP_USAGE_ROLLUP_SECONDS),
+        "options": {"expires": max(QP_USAGE_ROLLUP_SECONDS - 0.5, 0.5)},
     },
     "refresh-estimates": {
         "task": "quotaportal.quotas.tasks.refresh_all_estimates",

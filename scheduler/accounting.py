@@ -54,7 +54,7 @@ class Terms:
 
     share: Share
     since: float
-    key: tuple  # the row its lent and idle figures count in
+    key: tuple  # with the unit appended, the row its lent, idle and entitlement count in
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +76,7 @@ class Figures:
     preempted: dict[str, float] = field(default_factory=dict)  # kind -> instance-seconds
     lent_instance_seconds: float = 0.0
     idle_while_waiting_instance_seconds: float = 0.0
+    entitled_instance_seconds: float = 0.0  # the share's limit × time
     attempts: int = 0
     jobs: int = 0  # jobs whose first attempt started
     waits: list[float] = field(default_factory=list)  # their waits, submitted -> first start
@@ -109,10 +110,28 @@ def account(
     for wait in waiting:
         waits_by_unit[wait.unit].append(wait)
     terms = sorted(terms, key=lambda t: t.since)
+    _entitlements(ledger, terms, start, end, bucket)
     for unit in sorted(set(by_unit) | set(waits_by_unit)):
         sweep = _Sweep(ledger, unit, terms, capacity.get(unit, 0), bucket)
         sweep.run(by_unit[unit], waits_by_unit[unit], start, end)
     return dict(ledger)
+
+
+def _entitlements(ledger: Ledger, terms: list[Terms], start: float, end: float, bucket) -> None:
+    """Each share's limit × the time it held that limit, per unit."""
+    following: dict[str, float] = {}
+    for t in reversed(terms):
+        until = following.get(t.share.name, end)
+        following[t.share.name] = t.since
+        t0, t1 = max(t.since, start), min(until, end)
+        for unit, limit in t.share.limits.items():
+            if limit <= 0:
+                continue
+
+            def add(b: float, seconds: float, key=(*t.key, unit), limit=limit) -> None:
+                ledger[(b, key)].entitled_instance_seconds += limit * seconds
+
+            spread(t0, t1, bucket, add)
 
 
 def spread(t0: float, t1: float, bucket: float, add: Callable[[float, float], None]) -> None:
@@ -248,7 +267,7 @@ class _Sweep:
             lent, idle = f["lent"], f["idle"] if others_wait else 0
             if not lent and not idle:
                 continue
-            key = self.current[name].key
+            key = (*self.current[name].key, self.unit)
 
             def add(b: float, seconds: float, key=key, lent=lent, idle=idle) -> None:
                 row = self.ledger[(b, key)]

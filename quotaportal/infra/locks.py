@@ -11,6 +11,8 @@ ADVISORY_LOCKS = {
     # (namespace, 0): one publisher of the audit log's outbox at a time, so deliveries are
     # made in the order of the events.
     "event_publish": 80_403,
+    # (namespace, 0): one writer of the hourly usage rows at a time (beat and a backfill).
+    "usage_rollup": 80_404,
 }
 
 

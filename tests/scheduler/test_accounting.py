@@ -30,7 +30,7 @@ def attempt(job, share_name, q, start, stop=None, *, priority=0, preempted="", f
 
 
 def terms(*shares, since=0.0):
-    return [Terms(s, since, (s.name, "")) for s in shares]
+    return [Terms(s, since, (s.name,)) for s in shares]
 
 
 def row(ledger, key, hour=0.0):
@@ -64,8 +64,9 @@ def test_a_borrower_reclaimed_splits_into_own_borrowed_and_preempted():
         0,
     )
     # The lender lent its 2 idle instances for the half hour the borrower held them.
-    assert row(ledger, ("lender", "")).lent_instance_seconds == 3600
-    assert (0.0, ("borrower", "")) not in ledger  # it lent nothing and left nothing idle
+    assert row(ledger, ("lender", "gpu")).lent_instance_seconds == 3600
+    assert row(ledger, ("borrower", "gpu")).lent_instance_seconds == 0
+    assert row(ledger, ("borrower", "gpu")).entitled_instance_seconds == 2 * 3600
 
 
 def test_the_lowest_priority_job_holds_the_borrowed_part_and_a_straddler_is_split():
@@ -99,10 +100,10 @@ def test_a_reserve_share_idle_while_another_share_waits():
     wait = Waiting("o", "gpu", 0, None)
     shares = terms(share("r", 2, RESERVE), share("o", 2, LAB))
     ledger = account([running], shares, [wait], {"gpu": 4}, 0, H)
-    assert row(ledger, ("r", "")).idle_while_waiting_instance_seconds == 2 * 3600
-    assert row(ledger, ("r", "")).lent_instance_seconds == 0
+    assert row(ledger, ("r", "gpu")).idle_while_waiting_instance_seconds == 2 * 3600
+    assert row(ledger, ("r", "gpu")).lent_instance_seconds == 0
     # Nobody waited for o's capacity (its own waiting job does not count against it).
-    assert (0.0, ("o", "")) not in ledger
+    assert row(ledger, ("o", "gpu")).idle_while_waiting_instance_seconds == 0
 
 
 def test_idle_capacity_counts_only_while_a_job_of_another_share_waits():
@@ -110,7 +111,7 @@ def test_idle_capacity_counts_only_while_a_job_of_another_share_waits():
     ledger = account(
         [], terms(share("r", 2, RESERVE), share("o", 2, LAB)), [wait], {"gpu": 4}, 0, H
     )
-    assert row(ledger, ("r", "")).idle_while_waiting_instance_seconds == 2 * 600
+    assert row(ledger, ("r", "gpu")).idle_while_waiting_instance_seconds == 2 * 600
 
 
 def test_an_attempt_spanning_the_period_boundary_is_cut_at_it():
@@ -136,6 +137,7 @@ def test_a_lowered_limit_turns_own_into_borrowed_from_that_moment():
     ledger = account([job], history, [], {"gpu": 4}, 0, H)
     assert row(ledger, ("s", "j")).own_instance_seconds == 4 * 1800 + 2 * 1800
     assert row(ledger, ("s", "j")).borrowed_instance_seconds == 2 * 1800
+    assert row(ledger, ("s", "gpu")).entitled_instance_seconds == 4 * 1800 + 2 * 1800
 
 
 def test_a_jobs_wait_is_counted_at_its_first_start():
@@ -150,10 +152,10 @@ def test_capacity_no_share_covers_is_borrowed_before_a_lenders():
     # Capacity 6, limits 2 + 2: 2 instances no share covers go first.
     big = attempt("big", "b", 4, 0)
     ledger = account([big], terms(share("b", 2, LAB), share("l", 2, LEND)), [], {"gpu": 6}, 0, H)
-    assert (0.0, ("l", "")) not in ledger
+    assert row(ledger, ("l", "gpu")).lent_instance_seconds == 0
     bigger = attempt("bigger", "b", 5, 0)
     ledger = account([bigger], terms(share("b", 2, LAB), share("l", 2, LEND)), [], {"gpu": 6}, 0, H)
-    assert row(ledger, ("l", "")).lent_instance_seconds == 3600
+    assert row(ledger, ("l", "gpu")).lent_instance_seconds == 3600
 
 
 @st.composite

@@ -28,6 +28,7 @@ from quotaportal.notifications import tasks as notifications
 from quotaportal.quotas.management.commands.seed_demo import UNIT
 from quotaportal.quotas.models import Job, ServiceEnvironment
 from quotaportal.quotas.ticking.loop import SchedulerLoop
+from quotaportal.usage.tasks import RollupThread
 
 
 def wait_for_port(host: str, port: int, timeout: float = 60.0) -> bool:
@@ -69,6 +70,8 @@ class Command(BaseCommand):
         loop = SchedulerLoop(period=settings.QP_TICK_SECONDS)
         loop.start()
         notifications.start_in_process()  # webhooks and e-mail, after each commit
+        usage = RollupThread()  # the hourly usage rows the usage page reads
+        usage.start()
         agent: dict[str, subprocess.Popen] = {}
         starter = threading.Thread(
             target=self.start_agent, args=(url, port, token, gpus, agent), daemon=True
@@ -83,6 +86,7 @@ class Command(BaseCommand):
         finally:
             self.stdout.write("stopping: scheduler loop and simulated host ...")
             loop.stop()
+            usage.stop()
             if "process" in agent:
                 agent["process"].terminate()
                 agent["process"].wait(timeout=60)

@@ -1,0 +1,78 @@
+"""Hourly usage rows: what the reports sum instead of every attempt."""
+
+from __future__ import annotations
+
+from django.db import models
+
+# The figures a row carries, in instance-seconds unless named otherwise (REST and CSV names).
+FIGURES = (
+    "instance_seconds",
+    "gpu_seconds",
+    "own_instance_seconds",
+    "borrowed_instance_seconds",
+    "preempted_cross_share_instance_seconds",
+    "preempted_in_share_instance_seconds",
+    "preempted_capacity_instance_seconds",
+    "lent_instance_seconds",
+    "idle_while_waiting_instance_seconds",
+    "entitled_instance_seconds",
+    "attempts",
+    "jobs",
+)
+
+
+class UsageHour(models.Model):
+    """One hour of one queue × share × team × user × unit. A share's own row (user "") holds
+    what belongs to the share rather than to a job: lent, idle while others waited, and its
+    entitlement (limit × time). Names, not keys: a report outlives renamed or deleted rows."""
+
+    hour = models.DateTimeField()
+    job_queue = models.CharField(max_length=128)
+    quota_share = models.CharField(max_length=128)
+    team = models.CharField(max_length=64)
+    user = models.CharField(max_length=150, blank=True)
+    unit = models.CharField(max_length=64)
+    instance_seconds = models.FloatField(default=0)
+    gpu_seconds = models.FloatField(default=0)
+    own_instance_seconds = models.FloatField(default=0)
+    borrowed_instance_seconds = models.FloatField(default=0)
+    preempted_cross_share_instance_seconds = models.FloatField(default=0)
+    preempted_in_share_instance_seconds = models.FloatField(default=0)
+    preempted_capacity_instance_seconds = models.FloatField(default=0)
+    lent_instance_seconds = models.FloatField(default=0)
+    idle_while_waiting_instance_seconds = models.FloatField(default=0)
+    entitled_instance_seconds = models.FloatField(default=0)
+    attempts = models.PositiveIntegerField(default=0)
+    jobs = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        indexes = [models.Index(fields=["hour", "job_queue"], name="usage_hour_queue")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["hour", "job_queue", "quota_share", "team", "user", "unit"],
+                name="usage_hour_unique",
+            )
+        ]
+
+
+class UsageWait(models.Model):
+    """How many jobs that first started in the hour waited about this long (a logarithmic
+    bucket of the wait, see reports.WAIT_BUCKET_RATIO): percentiles without every job."""
+
+    hour = models.DateTimeField()
+    job_queue = models.CharField(max_length=128)
+    quota_share = models.CharField(max_length=128)
+    team = models.CharField(max_length=64)
+    user = models.CharField(max_length=150)
+    unit = models.CharField(max_length=64)
+    bucket = models.PositiveSmallIntegerField()
+    jobs = models.PositiveIntegerField()
+
+    class Meta:
+        indexes = [models.Index(fields=["hour", "job_queue"], name="usage_wait_hour_queue")]
+
+
+class RollupState(models.Model):
+    """Up to when the hourly rows are complete (one row): a report counts the rest live."""
+
+    rolled_until = models.DateTimeField(null=True)

@@ -1,0 +1,250 @@
+"""A usage report for any period: the complete hours from the hourly rows, the rest (the
+period's ragged ends, the hours not rolled up yet, the attempts still open) summed live from
+the attempts, so a report agrees with the job pages to the second."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from django.db.models import Q, Sum
+
+from quotaportal.quotas.models import JobQueue
+from quotaportal.quotas.permissions import is_platform_admin
+from quotaportal.usage import rollup
+from quotaportal.usage.models import FIGURES, UsageHour, UsageWait
+
+GROUPS = {
+    "team": ("team",),
+    "share": ("job_queue", "quota_share"),
+    "user": ("user",),
+    "unit": ("unit",),
+    "queue": ("job_queue",),
+}
+KEY_FIELDS = ("job_queue", "quota_share", "team", "user", "unit")
+PREEMPTED = tuple(f for f in FIGURES if f.startswith("preempted_"))
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Which rows a report may see and was asked for (None: no restriction)."""
+
+    teams: frozenset[str] | None = None
+    job_queue: str | None = None
+    team: str | None = None
+
+    def rows_q(self) -> Q:
+        q = Q()
+        if self.teams is not None:
+            q &= Q(team__in=sorted(self.teams))
+        if self.job_queue:
+            q &= Q(job_queue=self.job_queue)
+        if self.team:
+            q &= Q(team=self.team)
+        return q
+
+    def admits(self, key: tuple) -> bool:
+        queue, _share, team, _user, _unit = key
+        return (
+            (self.teams is None or team in self.teams)
+            and (not self.job_queue or queue == self.job_queue)
+            and (not self.team or team == self.team)
+        )
+
+
+@dataclass
+class Group:
+    figures: dict[str, float] = field(default_factory=lambda: dict.fromkeys(FIGURES, 0.0))
+    waits: dict[int, int] = field(default_factory=lambda: defaultdict(int))
+
+    def add(self, values: dict) -> None:
+        for name in FIGURES:
+            self.figures[name] += values.get(name) or 0
+
+    def as_row(self) -> dict:
+        row = {name: _rounded(self.figures[name]) for name in FIGURES}
+        row["preempted_instance_seconds"] = _rounded(sum(self.figures[f] for f in PREEMPTED))
+        row["attempts"], row["jobs"] = int(self.figures["attempts"]), int(self.figures["jobs"])
+        row["wait_p50_s"] = wait_percentile(self.waits, 0.5)
+        row["wait_p90_s"] = wait_percentile(self.waits, 0.9)
+        return row
+
+
+def usage_report(start: datetime, end: datetime, group_by: str, scope: Scope) -> dict:
+    """{"start", "end", "group_by", "rows": [{"key", figures…}], "totals": {figures…}}."""
+    groups: dict[tuple, Group] = defaultdict(Group)
+    totals = Group()
+    fields = GROUPS[group_by]
+    rolled_from, rolled_to = _rolled_range(start, end)
+    if rolled_from < rolled_to:
+        _add_rolled(groups, totals, fields, rolled_from, rolled_to, scope)
+    for live_from, live_to in _live_ranges(start, end, rolled_from, rolled_to):
+        _add_live(groups, totals, fields, live_from, live_to, scope)
+    rows = [
+        {"key": _key_text(group_by, key), **_key_fields(fields, key), **group.as_row()}
+        for key, group in groups.items()
+    ]
+    rows.sort(key=lambda r: (-r["instance_seconds"], r["key"]))
+    return {
+        "start": start,
+        "end": end,
+        "group_by": group_by,
+        "rows": rows,
+        "totals": totals.as_row(),
+    }
+
+
+def _rolled_range(start: datetime, end: datetime) -> tuple[datetime, datetime]:
+    """The complete hours inside [start, end) that the hourly rows hold."""
+    first = rollup.floor_hour(start)
+    if first < start:
+        first += timedelta(hours=1)
+    last = rollup.floor_hour(end)
+    done = rollup.rolled_until()
+    if done is None:
+        return first, first
+    last = min(last, done)
+    return first, max(first, last)
+
+
+def _live_ranges(start, end, rolled_from, rolled_to) -> list[tuple[datetime, datetime]]:
+    if rolled_from >= rolled_to:
+        return [(start, end)] if start < end else []
+    return [(a, b) for a, b in ((start, rolled_from), (rolled_to, end)) if a < b]
+
+
+def _add_rolled(groups, totals: Group, fields, start, end, scope: Scope) -> None:
+    rows = UsageHour.objects.filter(scope.rows_q(), hour__gte=start, hour__lt=end)
+    # Aliased: an annotation may not take a field's name.
+    sums = {f"sum_{name}": Sum(name) for name in FIGURES}
+    for values in rows.values(*fields).annotate(**sums).order_by():
+        key = tuple(values[f] for f in fields)
+        if not _shares_row_among_users(fields, key):
+            groups[key].add(_unaliased(values))
+    totals.add(_unaliased(rows.aggregate(**sums)))
+    waits = UsageWait.objects.filter(scope.rows_q(), hour__gte=start, hour__lt=end)
+    for values in waits.values(*fields, "bucket").annotate(n=Sum("jobs")).order_by():
+        key = tuple(values[f] for f in fields)
+        groups[key].waits[values["bucket"]] += values["n"]
+        totals.waits[values["bucket"]] += values["n"]
+
+
+def _unaliased(values: dict) -> dict:
+    return {name: values[f"sum_{name}"] for name in FIGURES}
+
+
+def _shares_row_among_users(fields, key) -> bool:
+    """Lent and idle belong to a share, not to a person: no row of their own by user."""
+    return fields == ("user",) and key == ("",)
+
+
+def _add_live(groups, totals: Group, fields, start, end, scope: Scope) -> None:
+    queues = JobQueue.objects.select_related("service_environment")
+    if scope.job_queue:
+        queues = queues.filter(name=scope.job_queue)
+    for queue in queues:
+        for (_, key), figures in rollup.ledger_of(queue, start, end).items():
+            if not scope.admits(key):
+                continue
+            values = rollup.row_values(figures)
+            totals.add(values)
+            picked = tuple(dict(zip(KEY_FIELDS, key, strict=True))[f] for f in fields)
+            buckets = [rollup.wait_bucket(w) for w in figures.waits]
+            for bucket in buckets:
+                totals.waits[bucket] += 1
+            if _shares_row_among_users(fields, picked):
+                continue
+            groups[picked].add(values)
+            for bucket in buckets:
+                groups[picked].waits[bucket] += 1
+
+
+def wait_percentile(histogram: dict[int, int], fraction: float) -> float | None:
+    """The wait at `fraction` of the jobs, from the logarithmic buckets (within about 7 %)."""
+    total = sum(histogram.values())
+    if not total:
+        return None
+    rank = fraction * total
+    seen = 0
+    for bucket in sorted(histogram):
+        seen += histogram[bucket]
+        if seen >= rank:
+            return _bucket_middle(bucket)
+    return _bucket_middle(max(histogram))
+
+
+def _bucket_middle(bucket: int) -> float:
+    if bucket == 0:
+        return 0.0
+    low = rollup.WAIT_BUCKET_RATIO ** (bucket - 1)
+    return round(math.sqrt(low * low * rollup.WAIT_BUCKET_RATIO), 1)
+
+
+def _key_text(group_by: str, key: tuple) -> str:
+    return "/".join(str(part) for part in key) if group_by == "share" else str(key[0])
+
+
+def _key_fields(fields, key) -> dict:
+    return dict(zip(fields, key, strict=True)) if len(fields) > 1 else {}
+
+
+def _rounded(value: float) -> float:
+    return round(value, 3)
+
+
+def parse_period(start: str | None, end: str | None, now: datetime) -> tuple[datetime, datetime]:
+    """ISO 8601 bounds (either may be left out: the last 7 days up to now)."""
+    end_at = _parse(end, "end") if end else now
+    start_at = _parse(start, "start") if start else end_at - timedelta(days=7)
+    if start_at >= end_at:
+        raise ValueError({"start": "start must be before end"})
+    if end_at - start_at > timedelta(days=400):
+        raise ValueError({"start": "a report covers at most 400 days; narrow the period"})
+    return start_at, end_at
+
+
+def _parse(text: str, name: str) -> datetime:
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        shown = text if len(text) <= 40 else text[:40] + "…"
+        raise ValueError(
+            {name: f"{shown!r} is not an ISO 8601 time; for example 2026-12-01T00:00:00Z"}
+        ) from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def scope_for(user, job_queue: str | None = None, team: str | None = None) -> Scope:
+    """Admins see every team's rows; anyone else their own teams'."""
+    teams = None
+    if not is_platform_admin(user):
+        teams = frozenset(user.teams.values_list("name", flat=True))
+    return Scope(teams=teams, job_queue=job_queue or None, team=team or None)
+
+
+CSV_COLUMNS = (
+    "key",
+    "instance_seconds",
+    "gpu_seconds",
+    "own_instance_seconds",
+    "borrowed_instance_seconds",
+    "preempted_instance_seconds",
+    *PREEMPTED,
+    "lent_instance_seconds",
+    "idle_while_waiting_instance_seconds",
+    "entitled_instance_seconds",
+    "jobs",
+    "attempts",
+    "wait_p50_s",
+    "wait_p90_s",
+)
+
+
+def csv_lines(report: dict) -> list[list]:
+    """The report as CSV rows: a header, one per group, then the totals (key "total")."""
+    lines = [list(CSV_COLUMNS)]
+    for row in [*report["rows"], {**report["totals"], "key": "total"}]:
+        lines.append(["" if row.get(c) is None else row.get(c) for c in CSV_COLUMNS])
+    return lines

@@ -1,0 +1,158 @@
+"""Hourly usage rows kept up to date: each complete hour is summed once from the attempts
+(and re-summed for a while, since an agent's late report or the AWS sync may still move an
+attempt's times), so a report reads a few rows per hour instead of every attempt."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+from django.db import transaction
+from django.db.models import Min
+from django.utils import timezone
+
+from quotaportal.infra.locks import try_lock
+from quotaportal.quotas.models import JobAttempt, JobQueue
+from quotaportal.usage import inputs
+from quotaportal.usage.models import FIGURES, RollupState, UsageHour, UsageWait
+from scheduler.accounting import Figures, Ledger, account
+
+HOUR = timedelta(hours=1)
+# Hours this recent are summed again at each roll-up: late reports land within it.
+RECHECK = timedelta(hours=2)
+CHUNK = timedelta(days=1)  # hours summed per statement batch in a backfill
+WAIT_BUCKET_RATIO = 1.15  # each wait bucket is this much wider than the one before
+
+
+def floor_hour(moment: datetime) -> datetime:
+    return moment.replace(minute=0, second=0, microsecond=0)
+
+
+def rolled_until() -> datetime | None:
+    state = RollupState.objects.first()
+    return state.rolled_until if state else None
+
+
+def roll_up(
+    now: datetime | None = None,
+    *,
+    since: datetime | None = None,
+    progress: Callable[[datetime, datetime], None] | None = None,
+) -> int:
+    """Write the rows of every complete hour from `since` (by default the last roll-up less
+    RECHECK; the first attempt's hour the first time) up to the current hour. Idempotent:
+    an hour's rows are replaced whole. Returns how many rows were written; 0 when another
+    roll-up holds the lock."""
+    until = floor_hour(now or timezone.now())
+    start = since or _resume_from()
+    if start is None:
+        _record(until)
+        return 0
+    start = floor_hour(start)
+    written = 0
+    while start < until:
+        end = min(start + CHUNK, until)
+        with transaction.atomic():
+            if not try_lock("usage_rollup"):
+                return written
+            for queue in JobQueue.objects.select_related("service_environment"):
+                written += write_hours(queue, start, end)
+        if progress:
+            progress(end, until)
+        start = end
+    _record(until)
+    return written
+
+
+def _resume_from() -> datetime | None:
+    last = rolled_until()
+    if last is not None:
+        return last - RECHECK
+    return JobAttempt.objects.aggregate(Min("started_at"))["started_at__min"]
+
+
+def _record(until: datetime) -> None:
+    state, _ = RollupState.objects.get_or_create(pk=1)
+    if state.rolled_until is None or state.rolled_until < until:
+        state.rolled_until = until
+        state.save(update_fields=["rolled_until"])
+
+
+def write_hours(queue: JobQueue, start: datetime, end: datetime) -> int:
+    """Replace the queue's rows for the hours in [start, end)."""
+    ledger = ledger_of(queue, start, end)
+    UsageHour.objects.filter(job_queue=queue.name, hour__gte=start, hour__lt=end).delete()
+    UsageWait.objects.filter(job_queue=queue.name, hour__gte=start, hour__lt=end).delete()
+    hours = [_hour_row(hour, key, figures) for (hour, key), figures in ledger.items()]
+    UsageHour.objects.bulk_create(hours, batch_size=2000)
+    UsageWait.objects.bulk_create(_wait_rows(ledger), batch_size=2000)
+    return len(hours)
+
+
+def ledger_of(queue: JobQueue, start: datetime, end: datetime) -> Ledger:
+    loaded = inputs.load(queue, start, end)
+    return account(
+        loaded.attempts,
+        loaded.terms,
+        loaded.waiting,
+        loaded.capacity,
+        start.timestamp(),
+        end.timestamp(),
+    )
+
+
+def row_values(figures: Figures) -> dict:
+    """A ledger entry's figures under the rows' (and the reports') names."""
+    values = {
+        name: getattr(figures, name)
+        for name in FIGURES
+        if not name.startswith("preempted_") and hasattr(figures, name)
+    }
+    for kind in ("cross_share", "in_share", "capacity"):
+        values[f"preempted_{kind}_instance_seconds"] = figures.preempted.get(kind, 0.0)
+    return values
+
+
+def _hour_row(hour: float, key: tuple, figures: Figures) -> UsageHour:
+    queue, share, team, user, unit = key
+    return UsageHour(
+        hour=datetime.fromtimestamp(hour, UTC),
+        job_queue=queue,
+        quota_share=share,
+        team=team,
+        user=user,
+        unit=unit,
+        **row_values(figures),
+    )
+
+
+def wait_bucket(seconds: float) -> int:
+    """The logarithmic bucket of a wait: 0 for under a second, then ×WAIT_BUCKET_RATIO."""
+    if seconds < 1:
+        return 0
+    return 1 + int(math.log(seconds) / math.log(WAIT_BUCKET_RATIO))
+
+
+def _wait_rows(ledger: Ledger) -> list[UsageWait]:
+    rows = []
+    for (hour, key), figures in ledger.items():
+        counts: dict[int, int] = {}
+        for wait in figures.waits:
+            bucket = wait_bucket(wait)
+            counts[bucket] = counts.get(bucket, 0) + 1
+        queue, share, team, user, unit = key
+        rows += [
+            UsageWait(
+                hour=datetime.fromtimestamp(hour, UTC),
+                job_queue=queue,
+                quota_share=share,
+                team=team,
+                user=user,
+                unit=unit,
+                bucket=bucket,
+                jobs=count,
+            )
+            for bucket, count in counts.items()
+        ]
+    return rows
