@@ -184,8 +184,12 @@ class _Sweep:
         self.ledger, self.unit, self.capacity, self.bucket = ledger, unit, capacity, bucket
         self.terms = terms
         self.current: dict[str, Terms] = {}
+        self.shares: list[Share] = []  # the current terms' shares, by name
         self.running: dict[str, dict[str, Attempt]] = defaultdict(dict)
+        self.use: dict[str, int] = defaultdict(int)  # kept as attempts come and go
+        self.in_victim_order: dict[str, list[Attempt]] = {}  # sorted when first needed
         self.waiting: dict[str, int] = defaultdict(int)
+        self.waited = 0
 
     def run(self, attempts: list[Attempt], waits: list[Waiting], start: float, end: float):
         events: list[tuple[float, int, object]] = []
@@ -216,22 +220,23 @@ class _Sweep:
     def _apply(self, kind: int, item) -> None:
         if isinstance(item, Terms):
             self.current[item.share.name] = item
+            self.shares = sorted((t.share for t in self.current.values()), key=lambda s: s.name)
         elif isinstance(item, Attempt):
             if kind == 1:
                 self.running[item.share][item.job] = item
-            else:
-                self.running[item.share].pop(item.job, None)
+                self.use[item.share] += item.quantity
+            elif self.running[item.share].pop(item.job, None) is not None:
+                self.use[item.share] -= item.quantity
+            self.in_victim_order.pop(item.share, None)
         else:
-            self.waiting[item.share] += 1 if kind == 1 else -1
+            step = 1 if kind == 1 else -1
+            self.waiting[item.share] += step
+            self.waited += step
 
     def _segment(self, t0: float, t1: float) -> None:
         if t1 <= t0:
             return
-        use = {
-            name: sum(a.quantity for a in jobs.values())
-            for name, jobs in self.running.items()
-            if jobs
-        }
+        use = {name: used for name, used in self.use.items() if used}
         borrowing = False
         for name, used in use.items():
             terms = self.current.get(name)
@@ -240,13 +245,19 @@ class _Sweep:
             excess = used - terms.share.limit(self.unit)
             if excess > 0:
                 borrowing = True
-                self._attribute_borrowed(self.running[name].values(), excess, t0, t1)
-        waited = sum(self.waiting.values())
-        if borrowing or waited:
-            self._lent_and_idle(use, waited, t0, t1)
+                self._attribute_borrowed(self._victims(name), excess, t0, t1)
+        if borrowing or self.waited:
+            self._lent_and_idle(use, self.waited, t0, t1)
+
+    def _victims(self, share: str) -> list[Attempt]:
+        order = self.in_victim_order.get(share)
+        if order is None:
+            order = sorted(self.running[share].values(), key=_victim_order, reverse=True)
+            self.in_victim_order[share] = order
+        return order
 
     def _attribute_borrowed(self, running: Iterable[Attempt], excess: int, t0, t1) -> None:
-        for a in sorted(running, key=_victim_order, reverse=True):
+        for a in running:
             if excess <= 0:
                 break
             borrowed = min(a.quantity, excess)
@@ -260,8 +271,7 @@ class _Sweep:
             spread(t0, t1, self.bucket, move)
 
     def _lent_and_idle(self, use: dict[str, int], waited: int, t0: float, t1: float) -> None:
-        shares = sorted((t.share for t in self.current.values()), key=lambda s: s.name)
-        figures = unit_breakdown(shares, use, self.unit, self.capacity)
+        figures = unit_breakdown(self.shares, use, self.unit, self.capacity)
         for name, f in figures.items():
             others_wait = waited - self.waiting.get(name, 0) > 0
             lent, idle = f["lent"], f["idle"] if others_wait else 0

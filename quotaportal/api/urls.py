@@ -36,6 +36,6 @@ urlpatterns = [
     path("agent/heartbeat/", agent.HeartbeatView.as_view(), name="agent-heartbeat"),
     path("agent/report/", agent.ReportView.as_view(), name="agent-report"),
     path("agent/reports/", agent.ReportsView.as_view(), name="agent-reports"),
-    path("usage/", usage.UsageView.as_view(), name="usage"),
+    path("usage/", usage.UsageView.as_view(), name="usage-api"),
     *router.urls,
 ]

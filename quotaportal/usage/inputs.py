@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.db.models import Q
 
@@ -45,12 +45,13 @@ def preemption_kind(status_reason: str) -> str:
     return "cross_share"
 
 
-def load(queue: JobQueue, start: datetime, end: datetime) -> QueueInputs:
+def load(queue: JobQueue, start: datetime, end: datetime, reach: timedelta) -> QueueInputs:
+    """`reach`: no closed attempt started longer than this before `start` reaches into it."""
     shares = list(
         QuotaShare.objects.filter(job_queue=queue).select_related("team").order_by("name")
     )
     teams = {s.name: s.team.name for s in shares}
-    attempt_rows = _attempt_rows(queue, start, end)
+    attempt_rows = _attempt_rows(queue, start, end, reach)
     return QueueInputs(
         attempts=[_attempt(queue, row, teams) for row in attempt_rows],
         terms=_terms(queue, shares),
@@ -76,9 +77,11 @@ ATTEMPT_FIELDS = (
 )
 
 
-def _attempt_rows(queue: JobQueue, start: datetime, end: datetime) -> list[dict]:
-    # Open attempts and those stopped after `start`: each read by its partial index.
-    overlapping = Q(stopped_at__isnull=True) | Q(stopped_at__gt=start)
+def _attempt_rows(queue: JobQueue, start: datetime, end: datetime, reach) -> list[dict]:
+    # The open attempts (their partial index) and those started within reach (by start).
+    overlapping = Q(stopped_at__isnull=True) | Q(
+        started_at__gte=start - reach, stopped_at__gt=start
+    )
     return list(
         JobAttempt.objects.filter(overlapping, job__job_queue=queue, started_at__lt=end)
         .order_by()

@@ -21,12 +21,17 @@ FIGURES = (
 )
 
 
+HOUR, DAY = 1, 24  # a row's span in hours
+
+
 class UsageHour(models.Model):
-    """One hour of one queue × share × team × user × unit. A share's own row (user "") holds
+    """One hour (or, summed from them, one UTC day: span 24) of one queue × share × team ×
+    user × unit. A share's own row (user "") holds
     what belongs to the share rather than to a job: lent, idle while others waited, and its
     entitlement (limit × time). Names, not keys: a report outlives renamed or deleted rows."""
 
-    hour = models.DateTimeField()
+    hour = models.DateTimeField()  # the span's start
+    span = models.PositiveSmallIntegerField(default=HOUR)
     job_queue = models.CharField(max_length=128)
     quota_share = models.CharField(max_length=128)
     team = models.CharField(max_length=64)
@@ -46,10 +51,10 @@ class UsageHour(models.Model):
     jobs = models.PositiveIntegerField(default=0)
 
     class Meta:
-        indexes = [models.Index(fields=["hour", "job_queue"], name="usage_hour_queue")]
+        indexes = [models.Index(fields=["span", "hour", "job_queue"], name="usage_hour_queue")]
         constraints = [
             models.UniqueConstraint(
-                fields=["hour", "job_queue", "quota_share", "team", "user", "unit"],
+                fields=["span", "hour", "job_queue", "quota_share", "team", "user", "unit"],
                 name="usage_hour_unique",
             )
         ]
@@ -60,6 +65,7 @@ class UsageWait(models.Model):
     bucket of the wait, see reports.WAIT_BUCKET_RATIO): percentiles without every job."""
 
     hour = models.DateTimeField()
+    span = models.PositiveSmallIntegerField(default=HOUR)
     job_queue = models.CharField(max_length=128)
     quota_share = models.CharField(max_length=128)
     team = models.CharField(max_length=64)
@@ -69,10 +75,13 @@ class UsageWait(models.Model):
     jobs = models.PositiveIntegerField()
 
     class Meta:
-        indexes = [models.Index(fields=["hour", "job_queue"], name="usage_wait_hour_queue")]
+        indexes = [models.Index(fields=["span", "hour", "job_queue"], name="usage_wait_hour_queue")]
 
 
 class RollupState(models.Model):
     """Up to when the hourly rows are complete (one row): a report counts the rest live."""
 
     rolled_until = models.DateTimeField(null=True)
+    # No attempt ran longer (closed ones; open ones are read whatever their age): how far
+    # before a period a roll-up looks for attempts that reach into it.
+    longest_attempt_seconds = models.FloatField(default=0)

@@ -14,7 +14,7 @@ from django.db.models import Q, Sum
 from quotaportal.quotas.models import JobQueue
 from quotaportal.quotas.permissions import is_platform_admin
 from quotaportal.usage import rollup
-from quotaportal.usage.models import FIGURES, UsageHour, UsageWait
+from quotaportal.usage.models import DAY, FIGURES, HOUR, UsageHour, UsageWait
 
 GROUPS = {
     "team": ("team",),
@@ -78,8 +78,8 @@ def usage_report(start: datetime, end: datetime, group_by: str, scope: Scope) ->
     totals = Group()
     fields = GROUPS[group_by]
     rolled_from, rolled_to = _rolled_range(start, end)
-    if rolled_from < rolled_to:
-        _add_rolled(groups, totals, fields, rolled_from, rolled_to, scope)
+    for piece_from, piece_to, span in _pieces(rolled_from, rolled_to):
+        _add_rolled(groups, totals, fields, piece_from, piece_to, span, scope)
     for live_from, live_to in _live_ranges(start, end, rolled_from, rolled_to):
         _add_live(groups, totals, fields, live_from, live_to, scope)
     rows = [
@@ -115,8 +115,21 @@ def _live_ranges(start, end, rolled_from, rolled_to) -> list[tuple[datetime, dat
     return [(a, b) for a, b in ((start, rolled_from), (rolled_to, end)) if a < b]
 
 
-def _add_rolled(groups, totals: Group, fields, start, end, scope: Scope) -> None:
-    rows = UsageHour.objects.filter(scope.rows_q(), hour__gte=start, hour__lt=end)
+def _pieces(start: datetime, end: datetime) -> list[tuple[datetime, datetime, int]]:
+    """[start, end) of whole hours as (from, to, span): whole UTC days from the day rows, the
+    hours either side from the hour rows."""
+    first_day = rollup.floor_day(start)
+    if first_day < start:
+        first_day += timedelta(days=1)
+    last_day = rollup.floor_day(end)
+    if first_day >= last_day:
+        return [(start, end, HOUR)] if start < end else []
+    pieces = [(start, first_day, HOUR), (first_day, last_day, DAY), (last_day, end, HOUR)]
+    return [(a, b, span) for a, b, span in pieces if a < b]
+
+
+def _add_rolled(groups, totals: Group, fields, start, end, span: int, scope: Scope) -> None:
+    rows = UsageHour.objects.filter(scope.rows_q(), span=span, hour__gte=start, hour__lt=end)
     # Aliased: an annotation may not take a field's name.
     sums = {f"sum_{name}": Sum(name) for name in FIGURES}
     for values in rows.values(*fields).annotate(**sums).order_by():
@@ -124,7 +137,7 @@ def _add_rolled(groups, totals: Group, fields, start, end, scope: Scope) -> None
         if not _shares_row_among_users(fields, key):
             groups[key].add(_unaliased(values))
     totals.add(_unaliased(rows.aggregate(**sums)))
-    waits = UsageWait.objects.filter(scope.rows_q(), hour__gte=start, hour__lt=end)
+    waits = UsageWait.objects.filter(scope.rows_q(), span=span, hour__gte=start, hour__lt=end)
     for values in waits.values(*fields, "bucket").annotate(n=Sum("jobs")).order_by():
         key = tuple(values[f] for f in fields)
         groups[key].waits[values["bucket"]] += values["n"]
@@ -196,8 +209,8 @@ def _rounded(value: float) -> float:
 
 def parse_period(start: str | None, end: str | None, now: datetime) -> tuple[datetime, datetime]:
     """ISO 8601 bounds (either may be left out: the last 7 days up to now)."""
-    end_at = _parse(end, "end") if end else now
-    start_at = _parse(start, "start") if start else end_at - timedelta(days=7)
+    end_at = parse_time(end, "end") if end else now
+    start_at = parse_time(start, "start") if start else end_at - timedelta(days=7)
     if start_at >= end_at:
         raise ValueError({"start": "start must be before end"})
     if end_at - start_at > timedelta(days=400):
@@ -205,7 +218,7 @@ def parse_period(start: str | None, end: str | None, now: datetime) -> tuple[dat
     return start_at, end_at
 
 
-def _parse(text: str, name: str) -> datetime:
+def parse_time(text: str, name: str) -> datetime:
     try:
         moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
@@ -248,3 +261,69 @@ def csv_lines(report: dict) -> list[list]:
     for row in [*report["rows"], {**report["totals"], "key": "total"}]:
         lines.append(["" if row.get(c) is None else row.get(c) for c in CSV_COLUMNS])
     return lines
+
+
+def usage_series(start: datetime, end: datetime, group_by: str, scope: Scope, step: timedelta):
+    """Own and borrowed instance-seconds per `step` (a whole number of hours) and group:
+    (bucket starts, {group key text: {"own": [...], "borrowed": [...]}})."""
+    step_s = step.total_seconds()
+    first = rollup.floor_hour(start)
+    buckets = []
+    moment = first
+    while moment < end:
+        buckets.append(moment)
+        moment += step
+    series: dict[str, dict[str, list[float]]] = {}
+
+    def add(hour: datetime, key_text: str, own: float, borrowed: float) -> None:
+        index = int((hour - first).total_seconds() // step_s)
+        if not 0 <= index < len(buckets):
+            return
+        lines = series.setdefault(
+            key_text, {"own": [0.0] * len(buckets), "borrowed": [0.0] * len(buckets)}
+        )
+        lines["own"][index] += own or 0
+        lines["borrowed"][index] += borrowed or 0
+
+    fields = GROUPS[group_by]
+    rolled_from, rolled_to = _rolled_range(start, end)
+    # Day rows where a bucket is a day or more (a quarter draws from ninety rows a group).
+    pieces = (
+        _pieces(rolled_from, rolled_to)
+        if step >= timedelta(days=1)
+        else [(rolled_from, rolled_to, HOUR)]
+    )
+    for piece_from, piece_to, span in pieces:
+        if piece_from >= piece_to:
+            continue
+        rows = UsageHour.objects.filter(
+            scope.rows_q(),
+            span=span,
+            hour__gte=piece_from,
+            hour__lt=piece_to,
+            instance_seconds__gt=0,
+        )
+        for values in (
+            rows.values("hour", *fields)
+            .annotate(own=Sum("own_instance_seconds"), borrowed=Sum("borrowed_instance_seconds"))
+            .order_by()
+        ):
+            key = tuple(values[f] for f in fields)
+            add(values["hour"], _key_text(group_by, key), values["own"], values["borrowed"])
+    for live_from, live_to in _live_ranges(start, end, rolled_from, rolled_to):
+        queues = JobQueue.objects.select_related("service_environment")
+        if scope.job_queue:
+            queues = queues.filter(name=scope.job_queue)
+        for queue in queues:
+            ledger = rollup.ledger_of(queue, live_from, live_to)
+            for (hour, key), figures in ledger.items():
+                if not figures.instance_seconds or not scope.admits(key):
+                    continue
+                picked = tuple(dict(zip(KEY_FIELDS, key, strict=True))[f] for f in fields)
+                add(
+                    datetime.fromtimestamp(hour, UTC),
+                    _key_text(group_by, picked),
+                    figures.own_instance_seconds,
+                    figures.borrowed_instance_seconds,
+                )
+    return buckets, dict(sorted(series.items()))

@@ -8,17 +8,19 @@ import math
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
+from django.conf import settings
 from django.db import transaction
-from django.db.models import Min
+from django.db.models import F, Max, Min, Sum
+from django.db.models.functions import TruncDay
 from django.utils import timezone
 
 from quotaportal.infra.locks import try_lock
 from quotaportal.quotas.models import JobAttempt, JobQueue
 from quotaportal.usage import inputs
-from quotaportal.usage.models import FIGURES, RollupState, UsageHour, UsageWait
+from quotaportal.usage.models import DAY, FIGURES, HOUR, RollupState, UsageHour, UsageWait
 from scheduler.accounting import Figures, Ledger, account
 
-HOUR = timedelta(hours=1)
+KEYS = ("job_queue", "quota_share", "team", "user", "unit")
 # Hours this recent are summed again at each roll-up: late reports land within it.
 RECHECK = timedelta(hours=2)
 CHUNK = timedelta(days=1)  # hours summed per statement batch in a backfill
@@ -29,9 +31,88 @@ def floor_hour(moment: datetime) -> datetime:
     return moment.replace(minute=0, second=0, microsecond=0)
 
 
+def floor_day(moment: datetime) -> datetime:
+    return floor_hour(moment).replace(hour=0)
+
+
+def write_days(start: datetime, end: datetime) -> None:
+    """Day rows for the whole UTC days in [start, end), summed from their hour rows: a
+    quarter's report reads ninety rows per group instead of two thousand."""
+    if start >= end:
+        return
+    days = {"span": HOUR, "hour__gte": start, "hour__lt": end}
+    UsageHour.objects.filter(span=DAY, hour__gte=start, hour__lt=end).delete()
+    UsageWait.objects.filter(span=DAY, hour__gte=start, hour__lt=end).delete()
+    sums = {f"sum_{name}": Sum(name) for name in FIGURES}
+    hours = (
+        UsageHour.objects.filter(**days)
+        .annotate(day=TruncDay("hour", tzinfo=UTC))
+        .values("day", *KEYS)
+        .annotate(**sums)
+        .order_by()
+    )
+    UsageHour.objects.bulk_create(
+        (
+            UsageHour(
+                hour=row["day"],
+                span=DAY,
+                **{k: row[k] for k in KEYS},
+                **{name: row[f"sum_{name}"] for name in FIGURES},
+            )
+            for row in hours
+        ),
+        batch_size=2000,
+    )
+    waits = (
+        UsageWait.objects.filter(**days)
+        .annotate(day=TruncDay("hour", tzinfo=UTC))
+        .values("day", "bucket", *KEYS)
+        .annotate(n=Sum("jobs"))
+        .order_by()
+    )
+    UsageWait.objects.bulk_create(
+        (
+            UsageWait(
+                hour=r["day"], span=DAY, bucket=r["bucket"], jobs=r["n"], **{k: r[k] for k in KEYS}
+            )
+            for r in waits
+        ),
+        batch_size=2000,
+    )
+
+
 def rolled_until() -> datetime | None:
     state = RollupState.objects.first()
     return state.rolled_until if state else None
+
+
+def attempt_reach() -> timedelta:
+    """How far before a period an attempt that reaches into it may have started: the longest
+    attempt seen (kept by the roll-ups), plus two roll-up periods for one that ended since."""
+    state = RollupState.objects.first()
+    if state is None:
+        return timedelta(seconds=_longest_on_record())
+    margin = 2 * settings.QP_USAGE_ROLLUP_SECONDS
+    return timedelta(seconds=state.longest_attempt_seconds + margin)
+
+
+def _longest_on_record() -> float:
+    """Every closed attempt's duration read once (the first roll-up, a backfill)."""
+    longest = JobAttempt.objects.filter(stopped_at__isnull=False).aggregate(
+        longest=Max(F("stopped_at") - F("started_at"))
+    )["longest"]
+    return longest.total_seconds() if longest else 0.0
+
+
+def _longest_now(now: datetime, previous: float | None) -> float:
+    """The longest attempt so far: the open ones count with their age, so one that runs for
+    days raises it while it runs, before it ends."""
+    oldest_open = JobAttempt.objects.filter(stopped_at__isnull=True).aggregate(Min("started_at"))[
+        "started_at__min"
+    ]
+    open_for = (now - oldest_open).total_seconds() if oldest_open else 0.0
+    known = _longest_on_record() if previous is None else previous
+    return max(known, open_for)
 
 
 def roll_up(
@@ -44,23 +125,30 @@ def roll_up(
     RECHECK; the first attempt's hour the first time) up to the current hour. Idempotent:
     an hour's rows are replaced whole. Returns how many rows were written; 0 when another
     roll-up holds the lock."""
-    until = floor_hour(now or timezone.now())
+    now = now or timezone.now()
+    until = floor_hour(now)
+    _record_longest(now, full=since is not None)
     start = since or _resume_from()
     if start is None:
         _record(until)
         return 0
     start = floor_hour(start)
+    first_day = floor_day(start)
     written = 0
     while start < until:
         end = min(start + CHUNK, until)
         with transaction.atomic():
             if not try_lock("usage_rollup"):
                 return written
+            reach = attempt_reach()
             for queue in JobQueue.objects.select_related("service_environment"):
-                written += write_hours(queue, start, end)
+                written += write_hours(queue, start, end, reach)
         if progress:
             progress(end, until)
         start = end
+    with transaction.atomic():
+        if try_lock("usage_rollup"):
+            write_days(first_day, floor_day(until))
     _record(until)
     return written
 
@@ -72,6 +160,13 @@ def _resume_from() -> datetime | None:
     return JobAttempt.objects.aggregate(Min("started_at"))["started_at__min"]
 
 
+def _record_longest(now: datetime, full: bool) -> None:
+    state, created = RollupState.objects.get_or_create(pk=1)
+    previous = None if created or full else state.longest_attempt_seconds
+    state.longest_attempt_seconds = _longest_now(now, previous)
+    state.save(update_fields=["longest_attempt_seconds"])
+
+
 def _record(until: datetime) -> None:
     state, _ = RollupState.objects.get_or_create(pk=1)
     if state.rolled_until is None or state.rolled_until < until:
@@ -79,19 +174,20 @@ def _record(until: datetime) -> None:
         state.save(update_fields=["rolled_until"])
 
 
-def write_hours(queue: JobQueue, start: datetime, end: datetime) -> int:
+def write_hours(queue: JobQueue, start: datetime, end: datetime, reach=None) -> int:
     """Replace the queue's rows for the hours in [start, end)."""
-    ledger = ledger_of(queue, start, end)
-    UsageHour.objects.filter(job_queue=queue.name, hour__gte=start, hour__lt=end).delete()
-    UsageWait.objects.filter(job_queue=queue.name, hour__gte=start, hour__lt=end).delete()
+    ledger = ledger_of(queue, start, end, reach)
+    mine = {"span": HOUR, "job_queue": queue.name, "hour__gte": start, "hour__lt": end}
+    UsageHour.objects.filter(**mine).delete()
+    UsageWait.objects.filter(**mine).delete()
     hours = [_hour_row(hour, key, figures) for (hour, key), figures in ledger.items()]
     UsageHour.objects.bulk_create(hours, batch_size=2000)
     UsageWait.objects.bulk_create(_wait_rows(ledger), batch_size=2000)
     return len(hours)
 
 
-def ledger_of(queue: JobQueue, start: datetime, end: datetime) -> Ledger:
-    loaded = inputs.load(queue, start, end)
+def ledger_of(queue: JobQueue, start: datetime, end: datetime, reach=None) -> Ledger:
+    loaded = inputs.load(queue, start, end, reach or attempt_reach())
     return account(
         loaded.attempts,
         loaded.terms,

@@ -8,6 +8,7 @@ bars' own/borrowed/lent colours; whole-number y ticks and at most about six time
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -23,6 +24,7 @@ class Area:
     colour: str
     points: str  # SVG polygon points
     latest: int
+    opacity: float = 0.75  # paler for a share's borrowed part
 
 
 @dataclass(frozen=True)
@@ -105,6 +107,7 @@ def usage_chart(
     now: datetime,
     span=timedelta(hours=1),
     colours: dict[str, str] | None = None,
+    pale: frozenset[str] = frozenset(),
 ) -> Chart:
     """Stacked step areas from samples ({share: {unit: n}}), each held until the next."""
     start = now - span
@@ -150,12 +153,13 @@ def stacked_chart(
     capacity_total: int,
     x_ticks: list[tuple[float, str]],
     colours: dict[str, str] | None = None,
+    pale: frozenset[str] = frozenset(),
 ) -> Chart:
     """Stacked step areas: `fractions` are the x positions (0..1) of each sample's start and,
     last, of the end of the chart; values[share][j] holds from sample j to sample j + 1."""
     count = len(fractions) - 1
     totals = [sum(v[j] for v in values.values()) for j in range(count)]
-    top = max([capacity_total, 1, *totals])
+    top = math.ceil(max([capacity_total, 1, *totals]))
 
     def x(fraction: float) -> float:
         return LEFT + (WIDTH - LEFT - RIGHT) * fraction
@@ -175,7 +179,8 @@ def stacked_chart(
         polygon = edge_up + edge_down[::-1]
         points = " ".join(f"{px:.1f},{py:.1f}" for px, py in polygon)
         colour = (colours or {}).get(share) or COLOURS[index % len(COLOURS)]
-        areas.append(Area(share, colour, points, series[-1] if series else 0))
+        opacity = 0.3 if share in pale else 0.75
+        areas.append(Area(share, colour, points, series[-1] if series else 0, opacity))
         below = upper
     step = _step(top)
     y_ticks = [Tick(y(n), str(n)) for n in range(0, top + 1, step)]

@@ -61,3 +61,13 @@ def instance_hours(hours: float | None) -> str:
 def ratio(value: float | None) -> str:
     """'1.29×'."""
     return "—" if value is None else f"{float(value):.2f}×"
+
+
+def percent(fraction: float | None) -> str:
+    """'42 %', '3.5 %', '0.2 %' (a fraction as a percentage people read)."""
+    if fraction is None:
+        return "—"
+    value = float(fraction) * 100
+    if value >= 10 or value == 0:
+        return f"{value:.0f} %"
+    return f"{value:.1f} %"

@@ -13,6 +13,7 @@ from quotaportal.web.views import (
     notifications,
     pages,
     shares,
+    usage,
     whatif,
 )
 
@@ -21,6 +22,7 @@ people, capacity, notices = manage_people, manage_resources, notifications
 urlpatterns = [
     path("", dashboard.dashboard, name="dashboard"),
     path("fleet/", fleet.fleet, name="fleet"),
+    path("usage/", usage.usage, name="usage"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("jobs/", jobs.job_list, name="job-list"),

@@ -13,10 +13,10 @@ from rest_framework.test import APIClient
 
 from quotaportal.quotas import services
 from quotaportal.quotas.models import Job, JobAttempt
-from quotaportal.quotas.ticking.run import run_tick
 from quotaportal.usage import reports, rollup
 from quotaportal.usage.models import UsageHour
-from tests.builders import submit
+from tests.usage import story
+from tests.usage.story import submitted, tick
 
 pytestmark = pytest.mark.django_db
 
@@ -25,37 +25,12 @@ HOUR = timedelta(hours=1)
 
 @pytest.fixture
 def t0():
-    return rollup.floor_hour(timezone.now()) - 3 * HOUR
-
-
-def submitted(user, fleet, at, **fields):
-    job = submit(user, fleet, **fields)
-    Job.objects.filter(pk=job.pk).update(created_at=at)  # as if submitted then
-    return job
-
-
-def tick(fleet, at):
-    run_tick(fleet.queue.id, now=at)
+    return story.hours_ago(3)
 
 
 @pytest.fixture
 def reclaimed(people, fleet, t0):
-    """4 a100; vision (LEND_AND_BORROW, limit 2) runs a 4-instance job from t0; nlp (LEND,
-    limit 2) takes its 2 back at t0 + 30 min; nlp's job ends at t0 + 90 min and the big one
-    starts again, alone, to run on."""
-    big = submitted(people.alice, fleet, t0, name="big", quantity=4)
-    tick(fleet, t0)
-    tick(fleet, t0 + timedelta(seconds=60))
-    small = submitted(
-        people.bob, fleet, t0 + 30 * timedelta(minutes=1), share="nlp", name="n1", quantity=2
-    )
-    tick(fleet, t0 + timedelta(minutes=30))
-    assert Job.objects.get(pk=big.pk).status == "RUNNABLE"
-    tick(fleet, t0 + timedelta(minutes=31))
-    services.finish_job(Job.objects.get(pk=small.pk), "SUCCEEDED", now=t0 + timedelta(minutes=90))
-    tick(fleet, t0 + timedelta(minutes=90))
-    assert Job.objects.get(pk=big.pk).status == "SCHEDULED"
-    return big, small
+    return story.reclaimed(people, fleet, t0)
 
 
 def by_key(report):
@@ -226,3 +201,14 @@ def test_bad_queries_say_what_to_fix(people, params, field, says):
     response = api(people.tokens["ada"]).get("/api/v1/usage/", params)
     assert response.status_code == 400
     assert says in str(response.json()[field])
+
+
+def test_day_rows_give_the_live_figures(people, fleet):
+    yesterday = rollup.floor_day(timezone.now()) - timedelta(days=1)
+    story.reclaimed(people, fleet, yesterday + 10 * HOUR)
+    start, end = yesterday - timedelta(days=1), timezone.now()
+    for group_by in reports.GROUPS:
+        live = reports.usage_report(start, end, group_by, reports.Scope())
+        rollup.roll_up(since=start)
+        assert UsageHour.objects.filter(span=24, hour=yesterday).exists()
+        assert reports.usage_report(start, end, group_by, reports.Scope()) == live

@@ -173,11 +173,7 @@ class JobAttempt(models.Model):
             # The open attempts, a few among every attempt ever made: placing a started job
             # reads which slots they hold, and that must not cost more as history grows.
             models.Index(fields=["id"], condition=Q(stopped_at__isnull=True), name="attempt_open"),
-            # The attempts that ended after a moment: what a usage roll-up of recent hours reads
-            # with the open ones. Partial: starting an attempt does not write it.
-            models.Index(
-                fields=["stopped_at"],
-                condition=Q(stopped_at__isnull=False),
-                name="attempt_stopped",
-            ),
+            # The attempts that started in a stretch of time: what a usage roll-up reads (with
+            # the open ones), from its hours' start less the longest attempt's duration.
+            models.Index(fields=["started_at"], name="attempt_started"),
         ]

@@ -41,6 +41,11 @@ def ratio_filter(value):
     return numbers.ratio(value)
 
 
+@register.filter(name="percent")
+def percent_filter(value):
+    return numbers.percent(value)
+
+
 @register.filter
 def divide(value, by):
     """value / by, or None when either is missing or `by` is 0 (shown as '—')."""
