@@ -41,6 +41,7 @@ from quotaportal.quotas.models import (
     ServiceEnvironment,
     TickStat,
 )
+from quotaportal.usage import reports as usage_reports
 
 PREEMPTION_KINDS = {
     EventKind.PREEMPTED_CROSS_SHARE: "cross_share",
@@ -62,6 +63,22 @@ class PortalCollector:
         yield from self._ticks(queues)
         yield from self._hosts(now)
         yield from self._aws_sync(now)
+        yield self._usage(now)
+
+    def _usage(self, now):
+        """The usage reports' figures as counters (usage.reports: hour and day rows, and the
+        time since the last roll-up counted live), so Grafana charts the same numbers."""
+        usage = CounterMetricFamily(
+            "quotaportal_usage_instance_seconds",
+            "Instance-seconds used, per quota share and kind: own (within the share's limit), "
+            "borrowed (above it) and preempted (work lost, counted when the preemption happened).",
+            labels=["job_queue", "quota_share", "team", "kind"],
+        )
+        for row in usage_reports.since_ever(now)["rows"]:
+            labels = [row["job_queue"], row["quota_share"], row["team"]]
+            for kind in ("own", "borrowed", "preempted"):
+                usage.add_metric([*labels, kind], row[f"{kind}_instance_seconds"])
+        return usage
 
     def _jobs(self):
         pending = GaugeMetricFamily(

@@ -76,6 +76,8 @@ class Figures:
     preempted: dict[str, float] = field(default_factory=dict)  # kind -> instance-seconds
     lent_instance_seconds: float = 0.0
     idle_while_waiting_instance_seconds: float = 0.0
+    # Capacity other shares held idle (not lent) while this share's jobs waited.
+    waited_beside_idle_instance_seconds: float = 0.0
     entitled_instance_seconds: float = 0.0  # the share's limit × time
     attempts: int = 0
     jobs: int = 0  # jobs whose first attempt started
@@ -272,16 +274,21 @@ class _Sweep:
 
     def _lent_and_idle(self, use: dict[str, int], waited: int, t0: float, t1: float) -> None:
         figures = unit_breakdown(self.shares, use, self.unit, self.capacity)
+        idle_total = sum(f["idle"] for f in figures.values())
         for name, f in figures.items():
-            others_wait = waited - self.waiting.get(name, 0) > 0
-            lent, idle = f["lent"], f["idle"] if others_wait else 0
-            if not lent and not idle:
+            mine_wait = self.waiting.get(name, 0)
+            lent = f["lent"]
+            idle = f["idle"] if waited - mine_wait > 0 else 0
+            # Capacity other shares held idle while this share's jobs waited for some.
+            beside = idle_total - f["idle"] if mine_wait > 0 else 0
+            if not lent and not idle and not beside:
                 continue
             key = (*self.current[name].key, self.unit)
 
-            def add(b: float, seconds: float, key=key, lent=lent, idle=idle) -> None:
+            def add(b: float, seconds: float, key=key, lent=lent, idle=idle, beside=beside):
                 row = self.ledger[(b, key)]
                 row.lent_instance_seconds += lent * seconds
                 row.idle_while_waiting_instance_seconds += idle * seconds
+                row.waited_beside_idle_instance_seconds += beside * seconds
 
             spread(t0, t1, self.bucket, add)

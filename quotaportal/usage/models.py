@@ -15,6 +15,7 @@ FIGURES = (
     "preempted_capacity_instance_seconds",
     "lent_instance_seconds",
     "idle_while_waiting_instance_seconds",
+    "waited_beside_idle_instance_seconds",
     "entitled_instance_seconds",
     "attempts",
     "jobs",
@@ -46,6 +47,7 @@ class UsageHour(models.Model):
     preempted_capacity_instance_seconds = models.FloatField(default=0)
     lent_instance_seconds = models.FloatField(default=0)
     idle_while_waiting_instance_seconds = models.FloatField(default=0)
+    waited_beside_idle_instance_seconds = models.FloatField(default=0)
     entitled_instance_seconds = models.FloatField(default=0)
     attempts = models.PositiveIntegerField(default=0)
     jobs = models.PositiveIntegerField(default=0)

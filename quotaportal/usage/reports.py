@@ -9,7 +9,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from django.db.models import Q, Sum
+from django.db.models import Min, Q, Sum
 
 from quotaportal.quotas.models import JobQueue
 from quotaportal.quotas.permissions import is_platform_admin
@@ -23,6 +23,8 @@ GROUPS = {
     "unit": ("unit",),
     "queue": ("job_queue",),
 }
+# Not offered to people: the labels of the Prometheus counters.
+SHARE_AND_TEAM = ("job_queue", "quota_share", "team")
 KEY_FIELDS = ("job_queue", "quota_share", "team", "user", "unit")
 PREEMPTED = tuple(f for f in FIGURES if f.startswith("preempted_"))
 
@@ -76,7 +78,7 @@ def usage_report(start: datetime, end: datetime, group_by: str, scope: Scope) ->
     """{"start", "end", "group_by", "rows": [{"key", figures…}], "totals": {figures…}}."""
     groups: dict[tuple, Group] = defaultdict(Group)
     totals = Group()
-    fields = GROUPS[group_by]
+    fields = GROUPS.get(group_by, SHARE_AND_TEAM)
     rolled_from, rolled_to = _rolled_range(start, end)
     for piece_from, piece_to, span in _pieces(rolled_from, rolled_to):
         _add_rolled(groups, totals, fields, piece_from, piece_to, span, scope)
@@ -196,7 +198,7 @@ def _bucket_middle(bucket: int) -> float:
 
 
 def _key_text(group_by: str, key: tuple) -> str:
-    return "/".join(str(part) for part in key) if group_by == "share" else str(key[0])
+    return str(key[0]) if len(key) == 1 else "/".join(str(part) for part in key[:2])
 
 
 def _key_fields(fields, key) -> dict:
@@ -229,6 +231,13 @@ def parse_time(text: str, name: str) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
+def since_ever(now: datetime) -> dict:
+    """Everything on record up to `now`, per queue, share and team (Prometheus's counters)."""
+    first = UsageHour.objects.aggregate(first=Min("hour"))["first"]
+    first = first or rollup.floor_hour(now)
+    return usage_report(first, now, "share_and_team", Scope())
+
+
 def scope_for(user, job_queue: str | None = None, team: str | None = None) -> Scope:
     """Admins see every team's rows; anyone else their own teams'."""
     teams = None
@@ -247,6 +256,7 @@ CSV_COLUMNS = (
     *PREEMPTED,
     "lent_instance_seconds",
     "idle_while_waiting_instance_seconds",
+    "waited_beside_idle_instance_seconds",
     "entitled_instance_seconds",
     "jobs",
     "attempts",

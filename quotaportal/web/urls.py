@@ -23,6 +23,7 @@ urlpatterns = [
     path("", dashboard.dashboard, name="dashboard"),
     path("fleet/", fleet.fleet, name="fleet"),
     path("usage/", usage.usage, name="usage"),
+    path("usage/suggest/", usage.usage_suggest, name="usage-suggest"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("jobs/", jobs.job_list, name="job-list"),

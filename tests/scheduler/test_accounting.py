@@ -104,6 +104,9 @@ def test_a_reserve_share_idle_while_another_share_waits():
     assert row(ledger, ("r", "gpu")).lent_instance_seconds == 0
     # Nobody waited for o's capacity (its own waiting job does not count against it).
     assert row(ledger, ("o", "gpu")).idle_while_waiting_instance_seconds == 0
+    # o's job waited while r held 2 idle: the other side of the same hour.
+    assert row(ledger, ("o", "gpu")).waited_beside_idle_instance_seconds == 2 * 3600
+    assert row(ledger, ("r", "gpu")).waited_beside_idle_instance_seconds == 0
 
 
 def test_idle_capacity_counts_only_while_a_job_of_another_share_waits():

@@ -15,6 +15,7 @@ from quotaportal.quotas import services
 from quotaportal.quotas.models import Job, JobAttempt
 from quotaportal.usage import reports, rollup
 from quotaportal.usage.models import UsageHour
+from tests.builders import TOKEN, samples, value
 from tests.usage import story
 from tests.usage.story import submitted, tick
 
@@ -212,3 +213,18 @@ def test_day_rows_give_the_live_figures(people, fleet):
         rollup.roll_up(since=start)
         assert UsageHour.objects.filter(span=24, hour=yesterday).exists()
         assert reports.usage_report(start, end, group_by, reports.Scope()) == live
+
+
+def test_prometheus_counts_the_same_seconds(client, settings, people, fleet, t0, reclaimed):
+    settings.QP_METRICS_TOKEN, settings.QP_METRICS_ALLOWED_IPS = TOKEN, []
+    rollup.roll_up(since=t0)
+    found = samples(client.get("/metrics", HTTP_AUTHORIZATION=f"Bearer {TOKEN}").content.decode())
+    name = "quotaportal_usage_instance_seconds_total"
+    labels = {"job_queue": "gpu", "quota_share": "vision", "team": "vision"}
+    assert value(found, name, **labels, kind="preempted") == 4 * 1800
+    assert (
+        value(found, name, **labels | {"quota_share": "nlp", "team": "nlp"}, kind="own") == 2 * 3600
+    )
+    report = reports.usage_report(t0, timezone.now(), "share", reports.Scope())
+    borrowed = by_key(report)["gpu/vision"]["borrowed_instance_seconds"]
+    assert value(found, name, **labels, kind="borrowed") == pytest.approx(borrowed, abs=5)

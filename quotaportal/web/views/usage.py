@@ -6,13 +6,20 @@ from __future__ import annotations
 from datetime import timedelta
 from urllib.parse import urlencode
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.shortcuts import render
+from django.core.exceptions import PermissionDenied
+from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.views.decorators.http import require_POST
 
-from quotaportal.usage import reports
+from quotaportal.quotas.errors import Forbidden, InvalidInput
+from quotaportal.quotas.models import JobQueue
+from quotaportal.quotas.permissions import is_platform_admin
+from quotaportal.usage import reports, review
 from quotaportal.web.charts import share_colours, stacked_chart
+from quotaportal.web.views.common import forbid_on
 
 PERIODS = {
     "24h": ("24 h", timedelta(hours=24)),
@@ -20,6 +27,7 @@ PERIODS = {
     "30d": ("30 d", timedelta(days=30)),
     "90d": ("90 d", timedelta(days=90)),
 }
+MOST_ECHOED = 32
 GROUP_LABELS = {"team": "Team", "share": "Share", "user": "User", "unit": "Unit", "queue": "Queue"}
 
 
@@ -43,6 +51,9 @@ def usage(request):
         start, end = now - PERIODS[period][1], now
     scope = reports.scope_for(request.user)
     report = reports.usage_report(start, end, group_by, scope)
+    rows = [_readable(row, report["totals"]) for row in report["rows"]]
+    if group_by == "share":
+        _add_flags(rows)
     context = {
         "periods": PERIODS,
         "period": period,
@@ -52,14 +63,45 @@ def usage(request):
         "end": end,
         "errors": errors,
         "report": report,
-        "rows": [_readable(row, report["totals"]) for row in report["rows"]],
+        "rows": rows,
+        "review_queues": sorted({row["job_queue"] for row in rows if group_by == "share"}),
+        "is_admin": is_platform_admin(request.user),
         "totals": _readable(report["totals"], report["totals"]),
         "chart": _chart(start, end, group_by, scope),
         "csv_url": _csv_url(start, end, group_by),
-        "custom_start": request.GET.get("start", ""),
-        "custom_end": request.GET.get("end", ""),
+        # Cut short: a long bad value is not sent back in full.
+        "custom_start": request.GET.get("start", "")[:MOST_ECHOED],
+        "custom_end": request.GET.get("end", "")[:MOST_ECHOED],
     }
     return render(request, "web/usage.html", context, status=400 if errors else 200)
+
+
+def _add_flags(rows: list[dict]) -> None:
+    """The quota review: what each share's figures say about its terms."""
+    strategies = review.share_strategies({row["job_queue"] for row in rows})
+    for row in rows:
+        strategy = strategies.get((row["job_queue"], row["quota_share"]), "")
+        row["flags"] = review.flags(row, strategy)
+
+
+@login_required
+@require_POST
+def usage_suggest(request):
+    """Limits suggested from the period's use, opened as a what-if on its jobs."""
+    if not is_platform_admin(request.user):
+        raise PermissionDenied("only admins suggest new limits; you may read the usage")
+    queue = get_object_or_404(JobQueue, name=request.POST.get("job_queue", "")[:128])
+    period = request.POST.get("period", "7d")
+    span = PERIODS.get(period, PERIODS["7d"])[1]
+    now = timezone.now()
+    try:
+        run = review.suggest(request.user, queue, now - span, now)
+    except Forbidden as err:
+        forbid_on(err)
+    except InvalidInput as err:
+        messages.error(request, f"No suggestion: {err.message}")
+        return redirect(f"{reverse('usage')}?period={period}&group_by=share")
+    return redirect("what-if-run", run.pk)
 
 
 def _readable(row: dict, totals: dict) -> dict:

@@ -1,0 +1,153 @@
+"""Quota review: what a period's usage says about each share's terms, and limits suggested
+from the demand measured, replayed as a what-if on the period's own jobs.
+
+The suggestion's rule (docs/guides/usage.md says it for admins):
+- A share's new limit per unit is the instances it used (own and borrowed) in its busiest
+  hours: the 90th percentile of its hourly average over the period's complete hours, rounded
+  up. A share that used nothing keeps its limit (the period says nothing about it).
+- When the suggested limits of a unit add up to more than the environment's capacity, they
+  are scaled down in proportion (each kept at 1 or more).
+- A RESERVE share that held capacity idle while other shares' jobs waited becomes LEND: it
+  keeps its limit and takes it back by preemption when its jobs come. A LEND share whose jobs
+  waited while others' capacity sat idle becomes LEND_AND_BORROW (no borrow ceiling).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from datetime import datetime, timedelta
+
+from django.db.models import Sum
+
+from quotaportal.quotas.models import JobQueue, QuotaShare
+from quotaportal.quotas.services import whatif
+from quotaportal.usage import reports
+from quotaportal.usage.models import HOUR, UsageHour
+
+BUSY_QUANTILE = 0.9
+# Flags: what is worth an admin's look, as fractions of the share's entitlement.
+MOSTLY_UNUSED = 0.5
+WORTH_A_LOOK = 0.05
+
+
+def flags(row: dict, strategy: str) -> list[str]:
+    """What a share's figures over a period say about its terms, in plain words."""
+    found = []
+    entitled = row["entitled_instance_seconds"]
+    idle = row["idle_while_waiting_instance_seconds"]
+    beside = row["waited_beside_idle_instance_seconds"]
+    used = row["own_instance_seconds"] / entitled if entitled else None
+    if strategy == "RESERVE" and idle > 0:
+        found.append(
+            f"RESERVE held {idle / 3600:,.1f} instance-hours idle while other shares' jobs "
+            "waited; LEND would have lent them and still taken them back on demand"
+        )
+    elif used is not None and used < MOSTLY_UNUSED and idle > WORTH_A_LOOK * entitled:
+        found.append(
+            f"used {used:.0%} of its entitlement while other shares' jobs waited for "
+            f"{idle / 3600:,.1f} instance-hours it left idle"
+        )
+    if beside > WORTH_A_LOOK * max(entitled, 3600):
+        found.append(
+            f"its jobs waited while {beside / 3600:,.1f} instance-hours sat idle in other "
+            "shares (its limit, strategy or borrow limit kept them from it)"
+        )
+    return found
+
+
+def suggested_draft(queue: JobQueue, start: datetime, end: datetime) -> tuple[dict, list[str]]:
+    """Today's settings with the suggested limits and strategies, and why, one line each."""
+    draft = whatif.draft_of(queue)
+    busy = _busy_use(queue, start, end)
+    review = {row["key"]: row for row in _share_rows(queue, start, end)}
+    reasons = []
+    for share in draft["shares"]:
+        limits = dict(share["limits"])
+        for unit in set(limits) | set(busy.get(share["name"], {})):
+            wanted = busy.get(share["name"], {}).get(unit)
+            if wanted:
+                limits[unit] = wanted
+        strategy = _strategy(share["strategy"], review.get(share["name"]))
+        if limits != share["limits"]:
+            reasons.append(
+                f"{share['name']}: limits {_limits_text(share['limits'])} → "
+                f"{_limits_text(limits)} (its busiest hours' use)"
+            )
+        if strategy != share["strategy"]:
+            reasons.append(f"{share['name']}: {share['strategy']} → {strategy}")
+            share["borrow_limit"] = -1
+        share["limits"], share["strategy"] = limits, strategy
+    reasons += _fit_capacity(draft)
+    return draft, reasons
+
+
+def _share_rows(queue: JobQueue, start: datetime, end: datetime) -> list[dict]:
+    report = reports.usage_report(start, end, "share", reports.Scope(job_queue=queue.name))
+    return [{**row, "key": row["quota_share"]} for row in report["rows"]]
+
+
+def _strategy(strategy: str, row: dict | None) -> str:
+    if row is None:
+        return strategy
+    if strategy == "RESERVE" and row["idle_while_waiting_instance_seconds"] > 0:
+        return "LEND"
+    if strategy == "LEND" and row["waited_beside_idle_instance_seconds"] > 0:
+        return "LEND_AND_BORROW"
+    return strategy
+
+
+def _busy_use(queue: JobQueue, start: datetime, end: datetime) -> dict[str, dict[str, int]]:
+    """Share -> unit -> instances in use in its busiest hours (BUSY_QUANTILE of the hours)."""
+    hours = max(1, int((end - start) / timedelta(hours=1)))
+    per_hour: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for share, unit, seconds in (
+        UsageHour.objects.filter(span=HOUR, job_queue=queue.name, hour__gte=start, hour__lt=end)
+        .values_list("quota_share", "unit", "hour")
+        .annotate(used=Sum("instance_seconds"))
+        .values_list("quota_share", "unit", "used")
+        .order_by()
+    ):
+        per_hour[(share, unit)].append(seconds / 3600)
+    busy: dict[str, dict[str, int]] = defaultdict(dict)
+    for (share, unit), values in per_hour.items():
+        values = sorted(values + [0.0] * max(0, hours - len(values)))
+        level = values[min(len(values) - 1, int(BUSY_QUANTILE * len(values)))]
+        if level > 0:
+            busy[share][unit] = max(1, math.ceil(level - 1e-9))
+    return busy
+
+
+def _fit_capacity(draft: dict) -> list[str]:
+    """Scale a unit's limits down in proportion where they add up to more than capacity."""
+    notes = []
+    for unit, capacity in draft["capacity"].items():
+        shares = [s for s in draft["shares"] if s["limits"].get(unit)]
+        total = sum(s["limits"][unit] for s in shares)
+        if total <= capacity or not shares:
+            continue
+        for share in shares:
+            share["limits"][unit] = max(1, math.floor(share["limits"][unit] * capacity / total))
+        notes.append(f"{unit}: the limits came to {total}, scaled to the capacity of {capacity}")
+    return notes
+
+
+def _limits_text(limits: dict) -> str:
+    return ", ".join(f"{n} {unit}" for unit, n in sorted(limits.items())) or "none"
+
+
+def suggest(actor, queue: JobQueue, start: datetime, end: datetime):
+    """Open the suggestion as a what-if replaying the jobs submitted since `start`."""
+    draft, _ = suggested_draft(queue, start, end)
+    since_hours = max(1, math.ceil((end - start) / timedelta(hours=1)))
+    since_hours = min(since_hours, whatif.MAX_HISTORY_HOURS)
+    return whatif.start_what_if(actor, queue, draft, "history", since_hours)
+
+
+def share_strategies(queue_names) -> dict[tuple[str, str], str]:
+    return {
+        (q, s): strategy
+        for q, s, strategy in QuotaShare.objects.filter(
+            job_queue__name__in=queue_names
+        ).values_list("job_queue__name", "name", "sharing_strategy")
+    }
