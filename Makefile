@@ -65,7 +65,7 @@ screenshots: $(STAMP)
 	QP_SCREENSHOTS=test-artifacts $(PY) -m pytest -q -p no:cacheprovider tests/web/test_browser.py \
 		tests/web/test_browser_walkthrough.py tests/web/test_browser_whatif.py \
 		tests/web/test_browser_fleet.py tests/web/test_browser_chart.py \
-		tests/web/test_browser_jobs_list.py
+		tests/web/test_browser_jobs_list.py tests/web/test_browser_usage.py
 	@for image in $$(grep -rhoE 'images/[a-z0-9-]+\.png' docs README.md | sort -u); do \
 		cp test-artifacts/$$(basename $$image) docs/$$image || exit 1; done
 

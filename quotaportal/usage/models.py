@@ -22,13 +22,13 @@ FIGURES = (
 )
 
 
-HOUR, DAY = 1, 24  # a row's span in hours
+HOUR, DAY, WEEK = 1, 24, 168  # a row's span in hours
 
 
 class UsageHour(models.Model):
-    """One hour (or, summed from them, one UTC day: span 24) of one queue × share × team ×
-    user × unit. A share's own row (user "") holds
-    what belongs to the share rather than to a job: lent, idle while others waited, and its
+    """One hour of one queue × share × team × user × unit (or, summed from the hours, a UTC day:
+    span 24; from the days, an ISO week: span 168). A share's own row (user "") holds what
+    belongs to the share rather than to a job: lent, idle while others waited, and its
     entitlement (limit × time). Names, not keys: a report outlives renamed or deleted rows."""
 
     hour = models.DateTimeField()  # the span's start

@@ -14,7 +14,7 @@ from django.db.models import Min, Q, Sum
 from quotaportal.quotas.models import JobQueue
 from quotaportal.quotas.permissions import is_platform_admin
 from quotaportal.usage import rollup
-from quotaportal.usage.models import DAY, FIGURES, HOUR, UsageHour, UsageWait
+from quotaportal.usage.models import DAY, FIGURES, HOUR, WEEK, UsageHour, UsageWait
 
 GROUPS = {
     "team": ("team",),
@@ -117,17 +117,31 @@ def _live_ranges(start, end, rolled_from, rolled_to) -> list[tuple[datetime, dat
     return [(a, b) for a, b in ((start, rolled_from), (rolled_to, end)) if a < b]
 
 
-def _pieces(start: datetime, end: datetime) -> list[tuple[datetime, datetime, int]]:
-    """[start, end) of whole hours as (from, to, span): whole UTC days from the day rows, the
-    hours either side from the hour rows."""
-    first_day = rollup.floor_day(start)
-    if first_day < start:
-        first_day += timedelta(days=1)
-    last_day = rollup.floor_day(end)
-    if first_day >= last_day:
-        return [(start, end, HOUR)] if start < end else []
-    pieces = [(start, first_day, HOUR), (first_day, last_day, DAY), (last_day, end, HOUR)]
-    return [(a, b, span) for a, b, span in pieces if a < b]
+def _pieces(
+    start: datetime, end: datetime, longest: int = WEEK
+) -> list[tuple[datetime, datetime, int]]:
+    """[start, end) of whole hours as (from, to, span) pieces, the longest rows first: whole
+    ISO weeks from the week rows, whole UTC days from the day rows, hours from the hour rows
+    (no piece longer than `longest`)."""
+    if start >= end:
+        return []
+    for span, floor, length in (
+        (WEEK, rollup.floor_week, timedelta(weeks=1)),
+        (DAY, rollup.floor_day, timedelta(days=1)),
+    ):
+        if span > longest:
+            continue
+        first = floor(start)
+        if first < start:
+            first += length
+        last = floor(end)
+        if first < last:
+            return [
+                *_pieces(start, first, longest),
+                (first, last, span),
+                *_pieces(last, end, longest),
+            ]
+    return [(start, end, HOUR)]
 
 
 def _add_rolled(groups, totals: Group, fields, start, end, span: int, scope: Scope) -> None:
@@ -298,11 +312,7 @@ def usage_series(start: datetime, end: datetime, group_by: str, scope: Scope, st
     fields = GROUPS[group_by]
     rolled_from, rolled_to = _rolled_range(start, end)
     # Day rows where a bucket is a day or more (a quarter draws from ninety rows a group).
-    pieces = (
-        _pieces(rolled_from, rolled_to)
-        if step >= timedelta(days=1)
-        else [(rolled_from, rolled_to, HOUR)]
-    )
+    pieces = _pieces(rolled_from, rolled_to, DAY if step >= timedelta(days=1) else HOUR)
     for piece_from, piece_to, span in pieces:
         if piece_from >= piece_to:
             continue

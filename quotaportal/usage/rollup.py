@@ -11,13 +11,21 @@ from datetime import UTC, datetime, timedelta
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Max, Min, Sum
-from django.db.models.functions import TruncDay
+from django.db.models.functions import TruncDay, TruncWeek
 from django.utils import timezone
 
 from quotaportal.infra.locks import try_lock
 from quotaportal.quotas.models import JobAttempt, JobQueue
 from quotaportal.usage import inputs
-from quotaportal.usage.models import DAY, FIGURES, HOUR, RollupState, UsageHour, UsageWait
+from quotaportal.usage.models import (
+    DAY,
+    FIGURES,
+    HOUR,
+    WEEK,
+    RollupState,
+    UsageHour,
+    UsageWait,
+)
 from scheduler.accounting import Figures, Ledger, account
 
 KEYS = ("job_queue", "quota_share", "team", "user", "unit")
@@ -35,45 +43,65 @@ def floor_day(moment: datetime) -> datetime:
     return floor_hour(moment).replace(hour=0)
 
 
-def write_days(start: datetime, end: datetime) -> None:
-    """Day rows for the whole UTC days in [start, end), summed from their hour rows: a
-    quarter's report reads ninety rows per group instead of two thousand."""
+def floor_week(moment: datetime) -> datetime:
+    """The Monday 00:00 UTC that starts the ISO week."""
+    day = floor_day(moment)
+    return day - timedelta(days=day.weekday())
+
+
+FLOORS = {DAY: floor_day, WEEK: floor_week}
+TRUNCATE = {DAY: TruncDay, WEEK: TruncWeek}
+SPAN_BELOW = {DAY: HOUR, WEEK: DAY}
+
+
+def write_longer_spans(start: datetime, end: datetime) -> None:
+    """Day rows for the whole UTC days in [start, end), summed from their hour rows, then
+    week rows from the day rows: a quarter's report reads a dozen weeks and a few days per
+    group instead of two thousand hours."""
+    for span in (DAY, WEEK):
+        floor = FLOORS[span]
+        write_span(span, floor(start), floor(end))
+
+
+def write_span(span: int, start: datetime, end: datetime) -> None:
+    """Replace the `span` rows in [start, end) with the sums of the rows one span below."""
     if start >= end:
         return
-    days = {"span": HOUR, "hour__gte": start, "hour__lt": end}
-    UsageHour.objects.filter(span=DAY, hour__gte=start, hour__lt=end).delete()
-    UsageWait.objects.filter(span=DAY, hour__gte=start, hour__lt=end).delete()
+    below = {"span": SPAN_BELOW[span], "hour__gte": start, "hour__lt": end}
+    UsageHour.objects.filter(span=span, hour__gte=start, hour__lt=end).delete()
+    UsageWait.objects.filter(span=span, hour__gte=start, hour__lt=end).delete()
+    truncate = TRUNCATE[span]
     sums = {f"sum_{name}": Sum(name) for name in FIGURES}
-    hours = (
-        UsageHour.objects.filter(**days)
-        .annotate(day=TruncDay("hour", tzinfo=UTC))
-        .values("day", *KEYS)
+    rows = (
+        UsageHour.objects.filter(**below)
+        .annotate(at=truncate("hour", tzinfo=UTC))
+        .values("at", *KEYS)
         .annotate(**sums)
         .order_by()
     )
     UsageHour.objects.bulk_create(
         (
             UsageHour(
-                hour=row["day"],
-                span=DAY,
+                hour=row["at"],
+                span=span,
                 **{k: row[k] for k in KEYS},
                 **{name: row[f"sum_{name}"] for name in FIGURES},
             )
-            for row in hours
+            for row in rows
         ),
         batch_size=2000,
     )
     waits = (
-        UsageWait.objects.filter(**days)
-        .annotate(day=TruncDay("hour", tzinfo=UTC))
-        .values("day", "bucket", *KEYS)
+        UsageWait.objects.filter(**below)
+        .annotate(at=truncate("hour", tzinfo=UTC))
+        .values("at", "bucket", *KEYS)
         .annotate(n=Sum("jobs"))
         .order_by()
     )
     UsageWait.objects.bulk_create(
         (
             UsageWait(
-                hour=r["day"], span=DAY, bucket=r["bucket"], jobs=r["n"], **{k: r[k] for k in KEYS}
+                hour=r["at"], span=span, bucket=r["bucket"], jobs=r["n"], **{k: r[k] for k in KEYS}
             )
             for r in waits
         ),
@@ -133,7 +161,7 @@ def roll_up(
         _record(until)
         return 0
     start = floor_hour(start)
-    first_day = floor_day(start)
+    start_of_spans = start
     written = 0
     while start < until:
         end = min(start + CHUNK, until)
@@ -148,7 +176,7 @@ def roll_up(
         start = end
     with transaction.atomic():
         if try_lock("usage_rollup"):
-            write_days(first_day, floor_day(until))
+            write_longer_spans(start_of_spans, until)
     _record(until)
     return written
 

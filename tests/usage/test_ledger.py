@@ -228,3 +228,15 @@ def test_prometheus_counts_the_same_seconds(client, settings, people, fleet, t0,
     report = reports.usage_report(t0, timezone.now(), "share", reports.Scope())
     borrowed = by_key(report)["gpu/vision"]["borrowed_instance_seconds"]
     assert value(found, name, **labels, kind="borrowed") == pytest.approx(borrowed, abs=5)
+
+
+def test_week_rows_give_the_live_figures(people, fleet):
+    last_week = rollup.floor_week(timezone.now()) - timedelta(weeks=1)
+    story.reclaimed(people, fleet, last_week + timedelta(days=1, hours=10))
+    start, end = last_week - timedelta(days=3, hours=5), timezone.now()
+    live = reports.usage_report(start, end, "share", reports.Scope())
+    rollup.roll_up(since=start)
+    assert UsageHour.objects.filter(span=168, hour=last_week).exists()
+    assert reports.usage_report(start, end, "share", reports.Scope()) == live
+    vision = by_key(live)["gpu/vision"]
+    assert vision["preempted_instance_seconds"] == 4 * 1800
