@@ -90,6 +90,9 @@ def describe_shape(job: Job) -> dict:
             ],
         },
         "tags": job.tags,
+        # A required member of DescribeServiceJob's output: 0 until the job has started (the
+        # sync reads startedAt only from a job that runs or ran).
+        "startedAt": ms(job.started_at) or 0,
     }
     if job.preemption_retries_before_termination is not None:
         shape["preemptionConfiguration"] = {

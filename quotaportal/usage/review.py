@@ -4,7 +4,8 @@ from the demand measured, replayed as a what-if on the period's own jobs.
 The suggestion's rule (docs/guides/usage.md says it for admins):
 - A share's new limit per unit is the instances it used (own and borrowed) in its busiest
   hours: the 90th percentile of its hourly average over the period's complete hours, rounded
-  up. A share that used nothing keeps its limit (the period says nothing about it).
+  up, and never less than its largest job of the period. A share that used nothing keeps its
+  limit (the period says nothing about it).
 - When the suggested limits of a unit add up to more than the environment's capacity, they
   are scaled down in proportion (each kept at 1 or more).
 - A RESERVE share that held capacity idle while other shares' jobs waited becomes LEND: it
@@ -18,9 +19,9 @@ import math
 from collections import defaultdict
 from datetime import datetime, timedelta
 
-from django.db.models import Sum
+from django.db.models import Max, Sum
 
-from quotaportal.quotas.models import JobQueue, QuotaShare
+from quotaportal.quotas.models import Job, JobQueue, QuotaShare
 from quotaportal.quotas.services import whatif
 from quotaportal.usage import reports
 from quotaportal.usage.models import HOUR, UsageHour
@@ -59,7 +60,8 @@ def flags(row: dict, strategy: str) -> list[str]:
 def suggested_draft(queue: JobQueue, start: datetime, end: datetime) -> tuple[dict, list[str]]:
     """Today's settings with the suggested limits and strategies, and why, one line each."""
     draft = whatif.draft_of(queue)
-    busy = _busy_use(queue, start, end)
+    largest = _largest_jobs(queue, start, end)
+    busy = _busy_use(queue, start, end, largest)
     review = {row["key"]: row for row in _share_rows(queue, start, end)}
     reasons = []
     for share in draft["shares"]:
@@ -78,7 +80,7 @@ def suggested_draft(queue: JobQueue, start: datetime, end: datetime) -> tuple[di
             reasons.append(f"{share['name']}: {share['strategy']} → {strategy}")
             share["borrow_limit"] = -1
         share["limits"], share["strategy"] = limits, strategy
-    reasons += _fit_capacity(draft)
+    reasons += _fit_capacity(draft, largest)
     return draft, reasons
 
 
@@ -97,7 +99,9 @@ def _strategy(strategy: str, row: dict | None) -> str:
     return strategy
 
 
-def _busy_use(queue: JobQueue, start: datetime, end: datetime) -> dict[str, dict[str, int]]:
+def _busy_use(
+    queue: JobQueue, start: datetime, end: datetime, largest: dict[tuple, int]
+) -> dict[str, dict[str, int]]:
     """Share -> unit -> instances in use in its busiest hours (BUSY_QUANTILE of the hours)."""
     hours = max(1, int((end - start) / timedelta(hours=1)))
     per_hour: dict[tuple[str, str], list[float]] = defaultdict(list)
@@ -114,12 +118,27 @@ def _busy_use(queue: JobQueue, start: datetime, end: datetime) -> dict[str, dict
         values = sorted(values + [0.0] * max(0, hours - len(values)))
         level = values[min(len(values) - 1, int(BUSY_QUANTILE * len(values)))]
         if level > 0:
-            busy[share][unit] = max(1, math.ceil(level - 1e-9))
+            # Never below its largest job: a limit it could not start in would strand it.
+            busy[share][unit] = max(math.ceil(level - 1e-9), largest.get((share, unit), 1))
     return busy
 
 
-def _fit_capacity(draft: dict) -> list[str]:
-    """Scale a unit's limits down in proportion where they add up to more than capacity."""
+def _largest_jobs(queue: JobQueue, start: datetime, end: datetime) -> dict[tuple, int]:
+    """(share, unit) -> the most instances one of its jobs submitted in the period asked for."""
+    return {
+        (share, unit): most
+        for share, unit, most in Job.objects.filter(
+            job_queue=queue, created_at__gte=start, created_at__lt=end
+        )
+        .values_list("share_name", "capacity_unit__name")
+        .annotate(most=Max("quantity"))
+        .order_by()
+    }
+
+
+def _fit_capacity(draft: dict, largest: dict[tuple, int]) -> list[str]:
+    """Scale a unit's limits down in proportion where they add up to more than capacity
+    (never below a share's largest job)."""
     notes = []
     for unit, capacity in draft["capacity"].items():
         shares = [s for s in draft["shares"] if s["limits"].get(unit)]
@@ -127,7 +146,8 @@ def _fit_capacity(draft: dict) -> list[str]:
         if total <= capacity or not shares:
             continue
         for share in shares:
-            share["limits"][unit] = max(1, math.floor(share["limits"][unit] * capacity / total))
+            scaled = math.floor(share["limits"][unit] * capacity / total)
+            share["limits"][unit] = max(scaled, largest.get((share["name"], unit), 1))
         notes.append(f"{unit}: the limits came to {total}, scaled to the capacity of {capacity}")
     return notes
 

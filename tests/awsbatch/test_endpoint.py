@@ -111,6 +111,7 @@ def test_service_jobs_submit_run_change_priority_describe_and_terminate(aws, adm
     assert job["jobArn"] == f"arn:aws:batch:us-east-1:000000000000:service-job/{job['jobId']}"
     waiting = scientist.describe_service_job(jobId=job["jobId"])
     assert waiting["status"] == "RUNNABLE"
+    assert waiting["startedAt"] == 0  # required by the model: present, and not a start
     aws.tick("jq")
     aws.tick("jq")
     running = scientist.describe_service_job(jobId=job["jobArn"])  # an ARN works too

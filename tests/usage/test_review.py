@@ -74,7 +74,8 @@ def test_suggested_limits_fit_the_capacity(people, fleet):
     services.update_share(people.admin, fleet.nlp, capacity_limits={"a100": 3})
     draft, reasons = review.suggested_draft(fleet.queue, t0, rollup.floor_hour(timezone.now()))
     limits = {s["name"]: s["limits"]["a100"] for s in draft["shares"]}
-    assert limits["vision"] + limits["nlp"] <= 4
+    # 4 + 3 on 4 instances: nlp scaled down to 1; vision keeps room for its 4-instance job.
+    assert limits == {"vision": 4, "nlp": 1}
     assert any("scaled to the capacity of 4" in line for line in reasons)
 
 
@@ -98,3 +99,17 @@ def test_scientists_cannot_ask_for_a_suggestion(people, fleet, reserve_idle):
     assert client.post("/usage/suggest/", {"job_queue": "gpu"}).status_code == 403
     assert "Suggest limits" not in client.get("/usage/?group_by=share").content.decode()
     assert not WhatIf.objects.exists()
+
+
+def test_a_suggested_limit_never_strands_the_shares_largest_job(people, fleet):
+    t0 = hours_ago(2)
+    submitted(
+        people.bob, fleet, t0, share="nlp", name="n", quantity=2, simulated_duration_seconds=600
+    )
+    tick(fleet, t0)
+    tick(fleet, t0 + timedelta(seconds=1))
+    tick(fleet, t0 + timedelta(seconds=601))
+    rollup.roll_up(since=t0)
+    draft, _ = review.suggested_draft(fleet.queue, t0, rollup.floor_hour(timezone.now()))
+    # 2 instances for 10 minutes: an hourly average of 0.33, but its job needs 2.
+    assert {s["name"]: s["limits"] for s in draft["shares"]}["nlp"] == {"a100": 2}

@@ -80,7 +80,15 @@ class Command(BaseCommand):
         origin = end - timedelta(hours=hours + 1)
         queue = setup_queues(workload, f"review-{origin:%H%M%S}")["review"]
         self.stdout.write(f"recording {workload.job_count} jobs over {hours} h ...")
-        replay(workload, {"review": queue}, clock=VirtualClock(origin), tick_s=TICK_S)
+        recorded = replay(
+            workload,
+            {"review": queue},
+            clock=VirtualClock(origin),
+            tick_s=TICK_S,
+            timeout_s=7 * 24 * 3600.0,  # virtual time: the backlog drains long after `end`
+        )
+        if recorded.unfinished:
+            raise CommandError(f"{recorded.unfinished} jobs did not finish in the recording")
         rollup.roll_up(since=origin)
         report = reports.usage_report(origin, end, "share", reports.Scope(job_queue=queue.name))
         strategies = {s.name: s.strategy.value for s in workload.queues[0].config.shares}
@@ -95,6 +103,16 @@ class Command(BaseCommand):
         result = WhatIf.objects.get(pk=run.pk).result
         return {
             "jobs": workload.job_count,
+            "recorded": {
+                row["quota_share"]: {
+                    "wait_p50_s": row["wait_p50_s"],
+                    "wait_p90_s": row["wait_p90_s"],
+                    "waited_beside_idle_instance_hours": round(
+                        row["waited_beside_idle_instance_seconds"] / 3600, 1
+                    ),
+                }
+                for row in report["rows"]
+            },
             "flags": flagged,
             "suggestion": reasons,
             "today": _waits(result["today"]),
@@ -104,11 +122,13 @@ class Command(BaseCommand):
 
 def _waits(summary: dict) -> dict:
     return {
+        "jobs": summary["jobs"],
+        "never_started": summary["never_started"],
         "wait_p50_s": summary["wait_p50_s"],
         "wait_p90_s": summary["wait_p90_s"],
         "preemptions": summary["preemptions"],
         "shares": {
-            name: {"wait_p50_s": s["wait_p50_s"], "wait_p90_s": s["wait_p90_s"]}
+            name: {"jobs": s["jobs"], "wait_p50_s": s["wait_p50_s"], "wait_p90_s": s["wait_p90_s"]}
             for name, s in summary["shares"].items()
         },
     }
