@@ -48,14 +48,19 @@ def instance_hours(hours: float | None) -> str:
     """'1,234 instance-hours', '12.5 instance-hours', '0.02 instance-hours'."""
     if hours is None:
         return "—"
+    return f"{hours_figure(hours)} instance-hours"
+
+
+def hours_figure(hours: float | None) -> str:
+    """A number of hours with as many digits as people read: '1,234', '12.5', '0.02'."""
+    if hours is None:
+        return "—"
     hours = float(hours)
     if hours >= 100:
-        figure = f"{hours:,.0f}"
-    elif hours >= 10:
-        figure = f"{hours:,.1f}"
-    else:
-        figure = f"{hours:.2f}"
-    return f"{figure} instance-hours"
+        return f"{hours:,.0f}"
+    if hours >= 10:
+        return f"{hours:,.1f}"
+    return f"{hours:.2f}"
 
 
 def ratio(value: float | None) -> str:

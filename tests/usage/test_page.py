@@ -30,7 +30,7 @@ def test_an_admin_reads_each_teams_use(people, fleet, reclaimed):
     text = page.content.decode()
     assert 'data-key="vision"' in text
     assert 'data-key="nlp"' in text
-    assert "2.00 instance-hours" in text  # nlp's own: 2 instances for an hour
+    assert '<td data-label="Own" class="num">2.00' in text  # nlp's: 2 instances for an hour
     assert 'data-testid="usage-chart"' in text
     assert "format=csv" in text
 

@@ -35,9 +35,11 @@ def test_an_admin_reads_usage_by_person_by_keyboard(browser, live_server, used, 
     page.get_by_role("link", name="24 h").click()
     expect(page.locator('tr[data-key="vision"]')).to_be_visible()
     page.get_by_label("Group by").select_option("user")
-    page.get_by_label("Group by").press("Enter")  # submits the form, as Enter does
+    page.get_by_role("button", name="Show").press("Enter")
     expect(page.locator('tr[data-key="alice"]')).to_be_visible()
-    expect(page.locator('tr[data-key="bob"]')).to_contain_text("2.00 instance-hours")
+    expect(page.get_by_test_id("usage-period")).to_contain_text("grouped by user")
+    assert "period=24h" in page.url  # the preset period kept
+    expect(page.locator('tr[data-key="bob"]')).to_contain_text("2.00")
     expect(page.get_by_test_id("usage-chart")).to_be_visible()
     assert not page.evaluate("document.documentElement.scrollWidth > window.innerWidth")
     with page.expect_download() as download:
@@ -57,3 +59,17 @@ def test_a_bad_period_is_refused_beside_the_field(browser, live_server, used):
     page.get_by_label("To (UTC)").press("Enter")
     expect(page.get_by_role("alert")).to_contain_text("start must be before end")
     expect(page.locator('tr[data-key="vision"]')).to_have_count(0)
+
+
+def test_an_admin_opens_suggested_limits_by_keyboard_on_a_phone(
+    browser, live_server, used, settings
+):
+    settings.QP_WHATIF_IN_PROCESS = True
+    page = sign_in(browser, live_server, "ada")
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(f"{live_server.url}/usage/?period=24h&group_by=share")
+    expect(page.get_by_test_id("quota-review")).to_be_attached()
+    page.get_by_role("button", name="Suggest limits for gpu").press("Enter")
+    expect(page.get_by_role("heading", name="What if: queue gpu")).to_be_visible()
+    expect(page.get_by_text("(last 24 h)")).to_be_visible()
+    assert not page.evaluate("document.documentElement.scrollWidth > window.innerWidth")

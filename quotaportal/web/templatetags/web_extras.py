@@ -31,6 +31,11 @@ def instance_hours_filter(hours):
     return numbers.instance_hours(hours)
 
 
+@register.filter(name="hours")
+def hours_filter(hours):
+    return numbers.hours_figure(hours)
+
+
 @register.filter(name="starts_in")
 def starts_in_filter(moment):
     return numbers.starts_in(moment)

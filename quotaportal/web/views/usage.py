@@ -35,6 +35,8 @@ GROUP_LABELS = {"team": "Team", "share": "Share", "user": "User", "unit": "Unit"
 def usage(request):
     now = timezone.now()
     period = request.GET.get("period", "7d")
+    if request.GET.get("start") or request.GET.get("end"):
+        period = "custom"  # dates typed in win over the preset the form carries
     group_by = request.GET.get("group_by", "team")
     group_by = group_by if group_by in reports.GROUPS else "team"
     errors = {}
