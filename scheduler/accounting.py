@@ -65,6 +65,7 @@ class Waiting:
     unit: str
     start: float
     end: float | None
+    key: tuple = ()  # the report row its RUNNABLE time counts in (none: not counted)
 
 
 @dataclass(slots=True)
@@ -79,6 +80,7 @@ class Figures:
     # Capacity other shares held idle (not lent) while this share's jobs waited.
     waited_beside_idle_instance_seconds: float = 0.0
     entitled_instance_seconds: float = 0.0  # the share's limit × time
+    runnable_seconds: float = 0.0  # jobs' time RUNNABLE (job-seconds, whatever their size)
     attempts: int = 0
     jobs: int = 0  # jobs whose first attempt started
     waits: list[float] = field(default_factory=list)  # their waits, submitted -> first start
@@ -111,6 +113,8 @@ def account(
     waits_by_unit: dict[str, list[Waiting]] = defaultdict(list)
     for wait in waiting:
         waits_by_unit[wait.unit].append(wait)
+        if wait.key:
+            _count_waiting(ledger, wait, start, end, bucket)
     terms = sorted(terms, key=lambda t: t.since)
     _entitlements(ledger, terms, start, end, bucket)
     for unit in sorted(set(by_unit) | set(waits_by_unit)):
@@ -172,6 +176,13 @@ def _count_attempt(ledger: Ledger, a: Attempt, start: float, end: float, bucket:
         figures = ledger[(bucket_of(a.stopped_at, bucket), a.key)]
         lost = a.quantity * (a.stopped_at - a.started_at)
         figures.preempted[a.preempted] = figures.preempted.get(a.preempted, 0.0) + lost
+
+
+def _count_waiting(ledger: Ledger, w: Waiting, start: float, end: float, bucket: float) -> None:
+    def add(b: float, seconds: float) -> None:
+        ledger[(b, w.key)].runnable_seconds += seconds
+
+    spread(max(w.start, start), min(end if w.end is None else w.end, end), bucket, add)
 
 
 def _victim_order(a: Attempt) -> tuple:

@@ -55,7 +55,7 @@ def load(queue: JobQueue, start: datetime, end: datetime, reach: timedelta) -> Q
     return QueueInputs(
         attempts=[_attempt(queue, row, teams) for row in attempt_rows],
         terms=_terms(queue, shares),
-        waiting=_waiting(queue, start, end, attempt_rows),
+        waiting=_waiting(queue, start, end, attempt_rows, teams),
         capacity=environment_limits(queue.service_environment),
     )
 
@@ -151,7 +151,9 @@ def _share(share: QuotaShare, values: dict, limits: dict) -> Share:
     )
 
 
-def _waiting(queue: JobQueue, start: datetime, end: datetime, attempts: list[dict]) -> list:
+def _waiting(
+    queue: JobQueue, start: datetime, end: datetime, attempts: list[dict], teams: dict[str, str]
+) -> list:
     """The RUNNABLE stretches of the jobs that may have waited in the period: those with an
     attempt in it, those submitted in it and those waiting now."""
     candidates = (
@@ -162,7 +164,15 @@ def _waiting(queue: JobQueue, start: datetime, end: datetime, attempts: list[dic
             | Q(status=JobStatus.RUNNABLE)
         )
         .order_by()
-        .values("id", "share_name", "capacity_unit__name", "created_at", "status", "stopped_at")
+        .values(
+            "id",
+            "share_name",
+            "capacity_unit__name",
+            "created_at",
+            "status",
+            "stopped_at",
+            "submitted_by__username",
+        )
     )
     jobs = {row["id"]: row for row in candidates}
     starts = defaultdict(list)
@@ -174,15 +184,16 @@ def _waiting(queue: JobQueue, start: datetime, end: datetime, attempts: list[dic
         starts[job_id].append((started, stopped))
     waiting = []
     for job_id, job in jobs.items():
+        share, unit = job["share_name"], job["capacity_unit__name"]
+        key = (
+            queue.name,
+            share,
+            teams.get(share, NO_TEAM),
+            job["submitted_by__username"] or "",
+            unit,
+        )
         for begin, until in _runnable_stretches(job, starts[job_id]):
-            waiting.append(
-                Waiting(
-                    job["share_name"],
-                    job["capacity_unit__name"],
-                    timestamp(begin),
-                    timestamp(until),
-                )
-            )
+            waiting.append(Waiting(share, unit, timestamp(begin), timestamp(until), key))
     return waiting
 
 

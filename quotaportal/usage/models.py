@@ -17,6 +17,7 @@ FIGURES = (
     "idle_while_waiting_instance_seconds",
     "waited_beside_idle_instance_seconds",
     "entitled_instance_seconds",
+    "runnable_seconds",
     "attempts",
     "jobs",
 )
@@ -49,6 +50,7 @@ class UsageHour(models.Model):
     idle_while_waiting_instance_seconds = models.FloatField(default=0)
     waited_beside_idle_instance_seconds = models.FloatField(default=0)
     entitled_instance_seconds = models.FloatField(default=0)
+    runnable_seconds = models.FloatField(default=0)  # jobs' time RUNNABLE (job-seconds)
     attempts = models.PositiveIntegerField(default=0)
     jobs = models.PositiveIntegerField(default=0)
 

@@ -272,6 +272,7 @@ CSV_COLUMNS = (
     "idle_while_waiting_instance_seconds",
     "waited_beside_idle_instance_seconds",
     "entitled_instance_seconds",
+    "runnable_seconds",
     "jobs",
     "attempts",
     "wait_p50_s",

@@ -229,3 +229,13 @@ def test_ledgers_add_up(queue, cut):
         assert own >= -1e-6
         assert borrowed >= -1e-6
         assert abs(own + borrowed - instance) < 1e-6
+
+
+def test_time_runnable_is_counted_per_job_whatever_its_size():
+    waits = [
+        Waiting("o", "gpu", 600, 1800, ("o", "w1")),
+        Waiting("o", "gpu", 3000, None, ("o", "w1")),  # requeued, still waiting at the end
+    ]
+    ledger = account([], terms(share("o", 2, LAB)), waits, {"gpu": 4}, 0, 2 * H)
+    assert row(ledger, ("o", "w1")).runnable_seconds == 1200 + 600
+    assert row(ledger, ("o", "w1"), H).runnable_seconds == 3600

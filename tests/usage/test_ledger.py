@@ -8,6 +8,7 @@ import io
 from datetime import timedelta
 
 import pytest
+from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -52,6 +53,8 @@ def test_a_borrower_reclaimed_by_hand(people, fleet, t0, reclaimed):
     assert nlp["lent_instance_seconds"] == 2 * 1800 + 2 * 1800
     assert vision["lent_instance_seconds"] == 0
     assert (vision["jobs"], vision["attempts"], nlp["jobs"]) == (1, 2, 1)
+    # big waited from its preemption at 30 min to its restart at 90 min.
+    assert vision["runnable_seconds"] == 3600
     assert vision["entitled_instance_seconds"] == 2 * 7200
     totals = report["totals"]
     assert totals["instance_seconds"] == 4 * 3600 + 2 * 3600
@@ -176,6 +179,14 @@ def test_the_same_job_through_rest_and_csv(people, fleet, t0, reclaimed):
     assert float(vision["borrowed_instance_seconds"]) == 2 * 1800 + 2 * 1800
     assert float(vision["preempted_instance_seconds"]) == 4 * 1800
     assert table[-1]["key"] == "total"
+    client = Client()
+    client.force_login(people.admin)
+    period = {"start": params["start"][:16], "end": params["end"][:16], "group_by": "share"}
+    page = client.get("/usage/", period).content.decode()
+    row = page[page.index('data-key="gpu/vision"') :].split("</tr>")[0]
+    # The same 2 instance-hours borrowed and 2 lost to preemption, on the page.
+    assert '<td data-label="Borrowed" class="num">2.00</td>' in row
+    assert '<td data-label="Lost to preemption" class="num">2.00</td>' in row
 
 
 def test_scientists_see_their_own_teams_only(people, fleet, t0, reclaimed):

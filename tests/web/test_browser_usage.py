@@ -47,7 +47,10 @@ def test_an_admin_reads_usage_by_person_by_keyboard(browser, live_server, used, 
     rows = list(csv.DictReader(io.StringIO(Path(download.value.path()).read_text())))
     bob = next(r for r in rows if r["key"] == "bob")
     assert float(bob["own_instance_seconds"]) == 2 * 3600
-    shot(page, "usage" if width > 640 else "usage-phone")
+    if width > 640:
+        shot(page, "usage")
+    else:
+        shot(page, "usage-phone")
 
 
 def test_a_bad_period_is_refused_beside_the_field(browser, live_server, used):
