@@ -186,7 +186,8 @@ def test_the_same_job_through_rest_and_csv(people, fleet, t0, reclaimed):
     row = page[page.index('data-key="gpu/vision"') :].split("</tr>")[0]
     # The same 2 instance-hours borrowed and 2 lost to preemption, on the page.
     assert '<td data-label="Borrowed" class="num">2.00</td>' in row
-    assert '<td data-label="Lost to preemption" class="num">2.00</td>' in row
+    assert '<td data-label="Lost to preemption" class="num">2.00<br>' in row
+    assert "2.00 taken back by a lender" in row  # and which kind of preemption
 
 
 def test_scientists_see_their_own_teams_only(people, fleet, t0, reclaimed):

@@ -28,6 +28,11 @@ PERIODS = {
     "90d": ("90 d", timedelta(days=90)),
 }
 MOST_ECHOED = 32
+PREEMPTION_WORDS = {
+    "cross_share": "taken back by a lender",
+    "in_share": "by a more urgent job of the share",
+    "capacity": "at a reservation's end",
+}
 GROUP_LABELS = {"team": "Team", "share": "Share", "user": "User", "unit": "Unit", "queue": "Queue"}
 
 
@@ -122,7 +127,13 @@ def _readable(row: dict, totals: dict) -> dict:
     }
     entitled = row["entitled_instance_seconds"]
     total = totals["instance_seconds"]
+    kinds = [
+        (words, row[f"preempted_{kind}_instance_seconds"] / 3600)
+        for kind, words in PREEMPTION_WORDS.items()
+        if row[f"preempted_{kind}_instance_seconds"]
+    ]
     return {
+        "preempted_kinds": kinds,
         **row,
         **{name.replace("_seconds", "_hours"): value for name, value in hours.items()},
         "fleet_share": row["instance_seconds"] / total if total else None,
@@ -144,12 +155,14 @@ def _chart(start, end, group_by: str, scope):
     if not buckets or not series:
         return None
     seconds = step.total_seconds()
+    # The first and last buckets are cut by the period: average over the part inside it.
+    inside = [max(1.0, (min(b + step, end) - max(b, start)).total_seconds()) for b in buckets]
     colours = share_colours(series)
     values, area_colours = {}, {}
     for key, lines in series.items():
         for kind in ("own", "borrowed"):
             name = f"{key} · {kind}"
-            values[name] = [round(v / seconds, 2) for v in lines[kind]]
+            values[name] = [round(v / s, 2) for v, s in zip(lines[kind], inside, strict=True)]
             area_colours[name] = colours[key]
     count = len(buckets)
     fractions = [i / count for i in range(count + 1)]
