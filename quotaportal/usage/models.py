@@ -26,19 +26,28 @@ FIGURES = (
 HOUR, DAY, WEEK = 1, 24, 168  # a row's span in hours
 
 
-class UsageHour(models.Model):
-    """One hour of one queue × share × team × user × unit (or, summed from the hours, a UTC day:
-    span 24; from the days, an ISO week: span 168). A share's own row (user "") holds what
-    belongs to the share rather than to a job: lent, idle while others waited, and its
-    entitlement (limit × time). Names, not keys: a report outlives renamed or deleted rows."""
+class Keyed(models.Model):
+    """When (a span of hours from `hour`) and whose: the columns every usage row is keyed by.
+    Names, not keys: a report outlives renamed or deleted rows."""
 
     hour = models.DateTimeField()  # the span's start
     span = models.PositiveSmallIntegerField(default=HOUR)
     job_queue = models.CharField(max_length=128)
     quota_share = models.CharField(max_length=128)
     team = models.CharField(max_length=64)
-    user = models.CharField(max_length=150, blank=True)
+    user = models.CharField(max_length=150, blank=True)  # "": the share's own row
     unit = models.CharField(max_length=64)
+
+    class Meta:
+        abstract = True
+
+
+class UsageHour(Keyed):
+    """One hour of one queue × share × team × user × unit (or, summed from the hours, a UTC day:
+    span 24; from the days, an ISO week: span 168). A share's own row (user "") holds what
+    belongs to the share rather than to a job: lent, idle while others waited, and its
+    entitlement (limit × time)."""
+
     instance_seconds = models.FloatField(default=0)
     gpu_seconds = models.FloatField(default=0)
     own_instance_seconds = models.FloatField(default=0)
@@ -64,7 +73,7 @@ class UsageHour(models.Model):
         ]
 
 
-class UsageWait(models.Model):
+class UsageWait(Keyed):
     """How many jobs that first started in the hour waited about this long (a logarithmic
     bucket of the wait, see reports.WAIT_BUCKET_RATIO): percentiles without every job."""
 

@@ -25,7 +25,6 @@ GROUPS = {
 }
 # Not offered to people: the labels of the Prometheus counters.
 SHARE_AND_TEAM = ("job_queue", "quota_share", "team")
-KEY_FIELDS = ("job_queue", "quota_share", "team", "user", "unit")
 PREEMPTED = tuple(f for f in FIGURES if f.startswith("preempted_"))
 
 
@@ -160,6 +159,12 @@ def _add_rolled(groups, totals: Group, fields, start, end, span: int, scope: Sco
         totals.waits[values["bucket"]] += values["n"]
 
 
+def _picked(key: tuple, fields: tuple) -> tuple:
+    """The parts of a ledger key (rollup.KEYS) a report groups by."""
+    named = dict(zip(rollup.KEYS, key, strict=True))
+    return tuple(named[f] for f in fields)
+
+
 def _unaliased(values: dict) -> dict:
     return {name: values[f"sum_{name}"] for name in FIGURES}
 
@@ -179,7 +184,7 @@ def _add_live(groups, totals: Group, fields, start, end, scope: Scope) -> None:
                 continue
             values = rollup.row_values(figures)
             totals.add(values)
-            picked = tuple(dict(zip(KEY_FIELDS, key, strict=True))[f] for f in fields)
+            picked = _picked(key, fields)
             buckets = [rollup.wait_bucket(w) for w in figures.waits]
             for bucket in buckets:
                 totals.waits[bucket] += 1
@@ -340,7 +345,7 @@ def usage_series(start: datetime, end: datetime, group_by: str, scope: Scope, st
             for (hour, key), figures in ledger.items():
                 if not figures.instance_seconds or not scope.admits(key):
                     continue
-                picked = tuple(dict(zip(KEY_FIELDS, key, strict=True))[f] for f in fields)
+                picked = _picked(key, fields)
                 add(
                     datetime.fromtimestamp(hour, UTC),
                     _key_text(group_by, picked),

@@ -238,17 +238,13 @@ def row_values(figures: Figures) -> dict:
     return values
 
 
+def _keyed(hour: float, key: tuple) -> dict:
+    """A ledger entry's hour and key as the rows' columns."""
+    return {"hour": datetime.fromtimestamp(hour, UTC), **dict(zip(KEYS, key, strict=True))}
+
+
 def _hour_row(hour: float, key: tuple, figures: Figures) -> UsageHour:
-    queue, share, team, user, unit = key
-    return UsageHour(
-        hour=datetime.fromtimestamp(hour, UTC),
-        job_queue=queue,
-        quota_share=share,
-        team=team,
-        user=user,
-        unit=unit,
-        **row_values(figures),
-    )
+    return UsageHour(**_keyed(hour, key), **row_values(figures))
 
 
 def wait_bucket(seconds: float) -> int:
@@ -265,18 +261,8 @@ def _wait_rows(ledger: Ledger) -> list[UsageWait]:
         for wait in figures.waits:
             bucket = wait_bucket(wait)
             counts[bucket] = counts.get(bucket, 0) + 1
-        queue, share, team, user, unit = key
         rows += [
-            UsageWait(
-                hour=datetime.fromtimestamp(hour, UTC),
-                job_queue=queue,
-                quota_share=share,
-                team=team,
-                user=user,
-                unit=unit,
-                bucket=bucket,
-                jobs=count,
-            )
+            UsageWait(**_keyed(hour, key), bucket=bucket, jobs=count)
             for bucket, count in counts.items()
         ]
     return rows

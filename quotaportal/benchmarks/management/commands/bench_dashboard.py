@@ -15,16 +15,13 @@ import time
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
-from django.db import connection, transaction
+from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from quotaportal.benchmarks.management.commands.bench_tick import seed
+from quotaportal.benchmarks.rolled_back import rolled_back
 from quotaportal.quotas.ticking.run import run_tick
-
-
-class _Rollback(Exception):
-    pass
 
 
 class Command(BaseCommand):
@@ -37,15 +34,13 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true")
 
     def handle(self, *args, shares, jobs, repeat, **options):
-        figures = {}
-        try:
-            with transaction.atomic():
-                queue = seed(runnable=jobs * 9 // 10, dispatched=jobs // 10, shares=shares, units=5)
-                run_tick(queue.id)
-                figures = self.measure(queue.name, repeat)
-                raise _Rollback
-        except _Rollback:
-            pass
+
+        def measure() -> dict:
+            queue = seed(runnable=jobs * 9 // 10, dispatched=jobs // 10, shares=shares, units=5)
+            run_tick(queue.id)
+            return self.measure(queue.name, repeat)
+
+        figures = rolled_back(measure)
         figures.update(shares=shares, jobs=jobs, vendor=connection.vendor)
         if options["json"]:
             self.stdout.write(json.dumps(figures))

@@ -15,9 +15,9 @@ import json
 from datetime import timedelta
 
 from django.core.management.base import BaseCommand, CommandError
-from django.db import transaction
 from django.utils import timezone
 
+from quotaportal.benchmarks.rolled_back import rolled_back
 from quotaportal.quotas.models import WhatIf
 from quotaportal.quotas.replays.stack import VirtualClock, replay, setup_queues
 from quotaportal.quotas.services import whatif
@@ -52,10 +52,6 @@ def recorded_shape(hours: int) -> Workload:
     return Workload("review-shape", (QueueWorkload(config, tuple(jobs)),), ())
 
 
-class _Rollback(Exception):
-    pass
-
-
 class Command(BaseCommand):
     help = "Record a badly fitted workload, suggest limits, replay before and after (rolled back)."
 
@@ -65,13 +61,7 @@ class Command(BaseCommand):
     def handle(self, *args, hours, **options):
         if not 1 <= hours <= 24:
             raise CommandError("--hours must be between 1 and 24")
-        figures = {}
-        try:
-            with transaction.atomic():
-                figures = self.measure(hours)
-                raise _Rollback
-        except _Rollback:
-            pass
+        figures = rolled_back(lambda: self.measure(hours))
         self.stdout.write(json.dumps(figures, indent=2))
 
     def measure(self, hours: int) -> dict:

@@ -12,14 +12,14 @@ Everything runs in a transaction that is rolled back, so the database is left as
 from __future__ import annotations
 
 import json
-import statistics
 import time
 from datetime import UTC, datetime
 
 from django.core.management.base import BaseCommand, CommandError
-from django.db import connection, transaction
+from django.db import connection
 from django.db.models import F, Sum
 
+from quotaportal.benchmarks.rolled_back import median_ms, rolled_back
 from quotaportal.quotas import bridge, services
 from quotaportal.quotas.models import (
     CapacityUnit,
@@ -35,20 +35,6 @@ from quotaportal.quotas.models import (
 )
 from quotaportal.quotas.ticking.run import run_tick
 from scheduler.bench import synthetic_snapshot
-
-
-class _Rollback(Exception):
-    pass
-
-
-def _median_ms(fn, repeat: int, setup=lambda: None) -> float:
-    timings = []
-    for _ in range(repeat):
-        setup()
-        start = time.perf_counter()
-        fn()
-        timings.append((time.perf_counter() - start) * 1000)
-    return statistics.median(timings)
 
 
 def seed(runnable: int, dispatched: int, shares: int, units: int) -> JobQueue:
@@ -181,20 +167,18 @@ class Command(BaseCommand):
                 "sizes must be positive (runnable, dispatched and dispatch may be 0)"
             )
         say = (lambda text: None) if json else self.stderr.write
-        figures = {}
-        try:
-            with transaction.atomic():
-                say(
-                    f"seeding {runnable:,} runnable and {dispatched:,} dispatched jobs"
-                    f" in {shares} shares ..."
-                )
-                queue = seed(runnable, dispatched, shares, units)
-                say("settling: ticking until a tick changes nothing ...")
-                settle(queue)
-                figures = self.measure(queue, repeat, dispatch, say)
-                raise _Rollback
-        except _Rollback:
-            pass
+
+        def measure() -> dict:
+            say(
+                f"seeding {runnable:,} runnable and {dispatched:,} dispatched jobs"
+                f" in {shares} shares ..."
+            )
+            queue = seed(runnable, dispatched, shares, units)
+            say("settling: ticking until a tick changes nothing ...")
+            settle(queue)
+            return self.measure(queue, repeat, dispatch, say)
+
+        figures = rolled_back(measure)
         figures.update(
             runnable=runnable, dispatched=dispatched, shares=shares, vendor=connection.vendor
         )
@@ -206,11 +190,11 @@ class Command(BaseCommand):
 
     def measure(self, queue: JobQueue, repeat: int, dispatch: int, say) -> dict:
         say("timing ticks that change nothing ...")
-        tick_ms = _median_ms(lambda: run_tick(queue.id), repeat)
-        replan_ms = _median_ms(
+        tick_ms = median_ms(lambda: run_tick(queue.id), repeat)
+        replan_ms = median_ms(
             lambda: run_tick(queue.id), repeat, setup=lambda: forget_last_plan(queue)
         )
-        select_ms = _median_ms(lambda: raw_select(queue.id), repeat)
+        select_ms = median_ms(lambda: raw_select(queue.id), repeat)
         say(f"growing capacity so about {dispatch:,} jobs can start ...")
         grow_capacity(queue, dispatch)
         start = time.perf_counter()

@@ -9,15 +9,15 @@ Everything runs in a transaction that is rolled back, so the database is left as
 from __future__ import annotations
 
 import json
-import statistics
 import time
 from datetime import timedelta
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
-from django.db import connection, transaction
+from django.db import connection
 from django.utils import timezone
 
+from quotaportal.benchmarks.rolled_back import median_ms, rolled_back
 from quotaportal.quotas.bridge.apply import PREEMPTION_REASONS
 from quotaportal.quotas.models import (
     CapacityUnit,
@@ -59,10 +59,6 @@ ATTEMPTS_SQL = """
 """
 
 
-class _Rollback(Exception):
-    pass
-
-
 class Command(BaseCommand):
     help = "Time usage reports over many attempts (rolled back afterwards)."
 
@@ -76,13 +72,7 @@ class Command(BaseCommand):
             raise CommandError("bench_usage seeds with PostgreSQL's SQL; set DATABASE_URL")
         if attempts < 1 or days < 1:
             raise CommandError("--attempts and --days must be at least 1")
-        figures = {}
-        try:
-            with transaction.atomic():
-                figures = self.measure(attempts, days, repeat)
-                raise _Rollback
-        except _Rollback:
-            pass
+        figures = rolled_back(lambda: self.measure(attempts, days, repeat))
         self.stdout.write(json.dumps(figures, indent=2))
 
     def measure(self, attempts: int, days: int, repeat: int) -> dict:
@@ -102,7 +92,7 @@ class Command(BaseCommand):
                 return reports.usage_report(start, now, group_by, reports.Scope())
 
             report()  # warm
-            timings[group_by] = _median_ms(report, repeat)
+            timings[group_by] = median_ms(report, repeat)
         return {
             "attempts": attempts,
             "days": days,
@@ -155,12 +145,3 @@ class Command(BaseCommand):
             cursor.execute(JOBS_SQL, params)
             cursor.execute(ATTEMPTS_SQL, params)
             cursor.execute("ANALYZE quotas_job; ANALYZE quotas_jobattempt")
-
-
-def _median_ms(fn, repeat: int) -> float:
-    timings = []
-    for _ in range(repeat):
-        began = time.perf_counter()
-        fn()
-        timings.append((time.perf_counter() - began) * 1000)
-    return statistics.median(timings)
