@@ -290,7 +290,14 @@ def csv_lines(report: dict) -> list[list]:
     lines = [list(CSV_COLUMNS)]
     for row in [*report["rows"], {**report["totals"], "key": "total"}]:
         lines.append(["" if row.get(c) is None else row.get(c) for c in CSV_COLUMNS])
+        lines[-1][0] = _inert(lines[-1][0])
     return lines
+
+
+def _inert(text: str) -> str:
+    """A name a spreadsheet would run as a formula (a user called "=HYPERLINK(…)") is
+    quoted so it opens as text."""
+    return f"'{text}" if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
 
 
 def usage_series(start: datetime, end: datetime, group_by: str, scope: Scope, step: timedelta):

@@ -252,3 +252,13 @@ def test_week_rows_give_the_live_figures(people, fleet):
     assert reports.usage_report(start, end, "share", reports.Scope()) == live
     vision = by_key(live)["gpu/vision"]
     assert vision["preempted_instance_seconds"] == 4 * 1800
+
+
+def test_a_name_a_spreadsheet_would_run_is_exported_as_text(people, fleet, t0):
+    hostile, token = services.create_user("=HYPERLINK(x)", teams=["vision"])
+    submitted(hostile, fleet, t0, name="j", quantity=1)
+    tick(fleet, t0)
+    params = {"start": t0.isoformat(), "group_by": "user", "format": "csv"}
+    table = api(token).get("/api/v1/usage/", params).content.decode()
+    assert "\n'=HYPERLINK(x)," in table.replace("\r\n", "\n")
+    assert "\n=HYPERLINK" not in table.replace("\r\n", "\n")
