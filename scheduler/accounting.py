@@ -25,11 +25,11 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from scheduler.model import Share
+from scheduler.model import PreemptionKind, Share
 from scheduler.utilization import unit_breakdown
 
 HOUR = 3600.0
-PREEMPTION_KINDS = ("cross_share", "in_share", "capacity")
+PREEMPTION_KINDS = tuple(kind.value for kind in PreemptionKind)
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +150,12 @@ def spread(t0: float, t1: float, bucket: float, add: Callable[[float, float], No
         b += bucket
 
 
+def clipped(begin: float, stop: float | None, start: float, end: float) -> tuple[float, float]:
+    """The part of [begin, stop) (stop None: still going) inside [start, end); empty when
+    the first is not below the second."""
+    return max(begin, start), min(end if stop is None else stop, end)
+
+
 def bucket_of(t: float, bucket: float = HOUR) -> float:
     return math.floor(t / bucket) * bucket
 
@@ -157,7 +163,7 @@ def bucket_of(t: float, bucket: float = HOUR) -> float:
 def _count_attempt(ledger: Ledger, a: Attempt, start: float, end: float, bucket: float) -> None:
     """What an attempt adds by itself: its instance-seconds (all own until the sweep moves
     the borrowed part), its start, its job's wait, its loss to a preemption."""
-    t0, t1 = max(a.started_at, start), min(end if a.stopped_at is None else a.stopped_at, end)
+    t0, t1 = clipped(a.started_at, a.stopped_at, start, end)
 
     def add(b: float, seconds: float) -> None:
         figures = ledger[(b, a.key)]
@@ -182,7 +188,7 @@ def _count_waiting(ledger: Ledger, w: Waiting, start: float, end: float, bucket:
     def add(b: float, seconds: float) -> None:
         ledger[(b, w.key)].runnable_seconds += seconds
 
-    spread(max(w.start, start), min(end if w.end is None else w.end, end), bucket, add)
+    spread(*clipped(w.start, w.end, start, end), bucket, add)
 
 
 def _victim_order(a: Attempt) -> tuple:
@@ -206,16 +212,12 @@ class _Sweep:
 
     def run(self, attempts: list[Attempt], waits: list[Waiting], start: float, end: float):
         events: list[tuple[float, int, object]] = []
-        for a in attempts:
-            stop = end if a.stopped_at is None else a.stopped_at
-            if a.started_at < end and stop > start and stop > a.started_at:
-                events.append((max(a.started_at, start), 1, a))
-                events.append((min(stop, end), 0, a))
-        for w in waits:
-            stop = end if w.end is None else w.end
-            if w.start < end and stop > start and stop > w.start:
-                events.append((max(w.start, start), 1, w))
-                events.append((min(stop, end), 0, w))
+        spans = [(a, a.started_at, a.stopped_at) for a in attempts]
+        for item, begin, stop in spans + [(w, w.start, w.end) for w in waits]:
+            t0, t1 = clipped(begin, stop, start, end)
+            if t0 < t1:
+                events.append((t0, 1, item))
+                events.append((t1, 0, item))
         for t in self.terms:
             events.append((max(t.since, start), 2, t))
         events.sort(key=lambda e: (e[0], e[1]))

@@ -10,7 +10,8 @@ from datetime import datetime, timedelta
 
 from django.db.models import Q
 
-from quotaportal.quotas.bridge.snapshot import environment_limits, share_of, timestamp
+from quotaportal.quotas import bridge
+from quotaportal.quotas.bridge import timestamp
 from quotaportal.quotas.models import (
     FINAL,
     Event,
@@ -21,7 +22,6 @@ from quotaportal.quotas.models import (
     JobStatus,
     QuotaShare,
 )
-from scheduler import Share, Strategy
 from scheduler.accounting import Attempt, Terms, Waiting
 
 NO_TEAM = "(deleted share)"
@@ -36,13 +36,13 @@ class QueueInputs:
     capacity: dict[str, int]
 
 
+# The reason a preemption writes on the attempt it stops (AWS's own texts, which the sync
+# brings back too) -> its kind; another reason is a cross-share preemption, AWS's usual one.
+KIND_OF_REASON = {reason: kind.value for kind, reason in bridge.PREEMPTION_REASONS.items()}
+
+
 def preemption_kind(status_reason: str) -> str:
-    """The kind of preemption an attempt's reason names (AWS's texts and ours)."""
-    if "In-share" in status_reason:
-        return "in_share"
-    if "reservation" in status_reason.lower():
-        return "capacity"
-    return "cross_share"
+    return KIND_OF_REASON.get(status_reason, "cross_share")
 
 
 def load(queue: JobQueue, start: datetime, end: datetime, reach: timedelta) -> QueueInputs:
@@ -56,7 +56,7 @@ def load(queue: JobQueue, start: datetime, end: datetime, reach: timedelta) -> Q
         attempts=[_attempt(queue, row, teams) for row in attempt_rows],
         terms=_terms(queue, shares),
         waiting=_waiting(queue, start, end, attempt_rows, teams),
-        capacity=environment_limits(queue.service_environment),
+        capacity=bridge.environment_limits(queue.service_environment),
     )
 
 
@@ -118,6 +118,7 @@ def _terms(queue: JobQueue, shares: list[QuotaShare]) -> list[Terms]:
     ).order_by("-time", "-id")
     for share_id, time, detail in events.values_list("share_id", "time", "detail"):
         changes[share_id].append((time, detail.get("changes", {})))
+    limits_of = bridge.share_limits(queue)  # every share's, in one query
     result = []
     for share in shares:
         values = {
@@ -126,28 +127,27 @@ def _terms(queue: JobQueue, shares: list[QuotaShare]) -> list[Terms]:
             "in_share_preemption": share.in_share_preemption,
             "state": share.state,
         }
-        limits = dict(share_of(share).limits)
+        limits = dict(limits_of.get(share.pk, {}))
         key = (queue.name, share.name, share.team.name, "")
         for time, changed in changes[share.pk]:  # newest first
-            result.append(Terms(_share(share, values, limits), timestamp(time), key))
+            result.append(Terms(_share(share.name, values, limits), timestamp(time), key))
             for field, (before, _after) in changed.items():
                 if field == "capacity_limits":
                     limits = before
                 elif field in values:
                     values[field] = before
-        result.append(Terms(_share(share, values, limits), EARLIEST, key))
+        result.append(Terms(_share(share.name, values, limits), EARLIEST, key))
     return sorted(result, key=lambda t: t.since)
 
 
-def _share(share: QuotaShare, values: dict, limits: dict) -> Share:
-    """The scheduler's Share with these terms."""
-    return Share(
-        share.name,
+def _share(name: str, values: dict, limits: dict):
+    return bridge.scheduler_share(
+        name,
         limits,
-        Strategy(values["sharing_strategy"]),
+        values["sharing_strategy"],
         values["borrow_limit"],
-        bool(values["in_share_preemption"]),
-        values["state"] == "ENABLED",
+        values["in_share_preemption"],
+        values["state"],
     )
 
 

@@ -15,6 +15,7 @@ from quotaportal.quotas.models import JobQueue
 from quotaportal.quotas.permissions import is_platform_admin
 from quotaportal.usage import rollup
 from quotaportal.usage.models import DAY, FIGURES, HOUR, WEEK, UsageHour, UsageWait
+from scheduler.accounting import Figures
 
 GROUPS = {
     "team": ("team",),
@@ -24,7 +25,7 @@ GROUPS = {
     "queue": ("job_queue",),
 }
 # Not offered to people: the labels of the Prometheus counters.
-SHARE_AND_TEAM = ("job_queue", "quota_share", "team")
+SHARE_AND_TEAM_GROUP, SHARE_AND_TEAM = "share_and_team", ("job_queue", "quota_share", "team")
 PREEMPTED = tuple(f for f in FIGURES if f.startswith("preempted_"))
 
 
@@ -73,18 +74,50 @@ class Group:
         return row
 
 
-def usage_report(start: datetime, end: datetime, group_by: str, scope: Scope) -> dict:
+@dataclass(frozen=True)
+class Sources:
+    """Where a period's figures come from: the rows for [rolled_from, rolled_to), and the
+    ledger entries summed live for the rest (hour, ledger key, Figures), within the scope.
+    Read once, so a page's table and chart agree and the attempts are swept once."""
+
+    rolled_from: datetime
+    rolled_to: datetime
+    live: list[tuple[float, tuple, Figures]]
+
+
+def sources(start: datetime, end: datetime, scope: Scope) -> Sources:
+    rolled_from, rolled_to = _rolled_range(start, end)
+    ranges = _live_ranges(start, end, rolled_from, rolled_to)
+    live = []
+    if ranges:
+        reach = rollup.attempt_reach()
+        queues = JobQueue.objects.select_related("service_environment")
+        if scope.job_queue:
+            queues = queues.filter(name=scope.job_queue)
+        for queue in queues:
+            for live_from, live_to in ranges:
+                ledger = rollup.ledger_of(queue, live_from, live_to, reach)
+                live += [
+                    (hour, key, figures)
+                    for (hour, key), figures in ledger.items()
+                    if scope.admits(key)
+                ]
+    return Sources(rolled_from, rolled_to, live)
+
+
+def usage_report(
+    start: datetime, end: datetime, group_by: str, scope: Scope, read: Sources | None = None
+) -> dict:
     """{"start", "end", "group_by", "rows": [{"key", figures…}], "totals": {figures…}}."""
+    read = read or sources(start, end, scope)
     groups: dict[tuple, Group] = defaultdict(Group)
     totals = Group()
-    fields = GROUPS.get(group_by, SHARE_AND_TEAM)
-    rolled_from, rolled_to = _rolled_range(start, end)
-    for piece_from, piece_to, span in _pieces(rolled_from, rolled_to):
+    fields = {**GROUPS, SHARE_AND_TEAM_GROUP: SHARE_AND_TEAM}[group_by]
+    for piece_from, piece_to, span in _pieces(read.rolled_from, read.rolled_to):
         _add_rolled(groups, totals, fields, piece_from, piece_to, span, scope)
-    for live_from, live_to in _live_ranges(start, end, rolled_from, rolled_to):
-        _add_live(groups, totals, fields, live_from, live_to, scope)
+    _add_live(groups, totals, fields, read.live)
     rows = [
-        {"key": _key_text(group_by, key), **_key_fields(fields, key), **group.as_row()}
+        {"key": _key_text(key), **_key_fields(fields, key), **group.as_row()}
         for key, group in groups.items()
     ]
     rows.sort(key=lambda r: (-r["instance_seconds"], r["key"]))
@@ -145,13 +178,11 @@ def _pieces(
 
 def _add_rolled(groups, totals: Group, fields, start, end, span: int, scope: Scope) -> None:
     rows = UsageHour.objects.filter(scope.rows_q(), span=span, hour__gte=start, hour__lt=end)
-    # Aliased: an annotation may not take a field's name.
-    sums = {f"sum_{name}": Sum(name) for name in FIGURES}
-    for values in rows.values(*fields).annotate(**sums).order_by():
+    for values in rows.values(*fields).annotate(**rollup.figure_sums()).order_by():
         key = tuple(values[f] for f in fields)
         if not _shares_row_among_users(fields, key):
-            groups[key].add(_unaliased(values))
-    totals.add(_unaliased(rows.aggregate(**sums)))
+            groups[key].add(rollup.unaliased(values))
+    totals.add(rollup.unaliased(rows.aggregate(**rollup.figure_sums())))
     waits = UsageWait.objects.filter(scope.rows_q(), span=span, hour__gte=start, hour__lt=end)
     for values in waits.values(*fields, "bucket").annotate(n=Sum("jobs")).order_by():
         key = tuple(values[f] for f in fields)
@@ -165,34 +196,23 @@ def _picked(key: tuple, fields: tuple) -> tuple:
     return tuple(named[f] for f in fields)
 
 
-def _unaliased(values: dict) -> dict:
-    return {name: values[f"sum_{name}"] for name in FIGURES}
-
-
 def _shares_row_among_users(fields, key) -> bool:
     """Lent and idle belong to a share, not to a person: no row of their own by user."""
     return fields == ("user",) and key == ("",)
 
 
-def _add_live(groups, totals: Group, fields, start, end, scope: Scope) -> None:
-    queues = JobQueue.objects.select_related("service_environment")
-    if scope.job_queue:
-        queues = queues.filter(name=scope.job_queue)
-    for queue in queues:
-        for (_, key), figures in rollup.ledger_of(queue, start, end).items():
-            if not scope.admits(key):
-                continue
-            values = rollup.row_values(figures)
-            totals.add(values)
-            picked = _picked(key, fields)
-            buckets = [rollup.wait_bucket(w) for w in figures.waits]
+def _add_live(groups, totals: Group, fields, live: list) -> None:
+    for _, key, figures in live:
+        values = rollup.row_values(figures)
+        buckets = [rollup.wait_bucket(w) for w in figures.waits]
+        picked = _picked(key, fields)
+        counted = [totals]
+        if not _shares_row_among_users(fields, picked):
+            counted.append(groups[picked])
+        for group in counted:
+            group.add(values)
             for bucket in buckets:
-                totals.waits[bucket] += 1
-            if _shares_row_among_users(fields, picked):
-                continue
-            groups[picked].add(values)
-            for bucket in buckets:
-                groups[picked].waits[bucket] += 1
+                group.waits[bucket] += 1
 
 
 def wait_percentile(histogram: dict[int, int], fraction: float) -> float | None:
@@ -216,7 +236,7 @@ def _bucket_middle(bucket: int) -> float:
     return round(math.sqrt(low * low * rollup.WAIT_BUCKET_RATIO), 1)
 
 
-def _key_text(group_by: str, key: tuple) -> str:
+def _key_text(key: tuple) -> str:
     return str(key[0]) if len(key) == 1 else "/".join(str(part) for part in key[:2])
 
 
@@ -254,7 +274,7 @@ def since_ever(now: datetime) -> dict:
     """Everything on record up to `now`, per queue, share and team (Prometheus's counters)."""
     first = UsageHour.objects.aggregate(first=Min("hour"))["first"]
     first = first or rollup.floor_hour(now)
-    return usage_report(first, now, "share_and_team", Scope())
+    return usage_report(first, now, SHARE_AND_TEAM_GROUP, Scope())
 
 
 def scope_for(user, job_queue: str | None = None, team: str | None = None) -> Scope:
@@ -300,9 +320,17 @@ def _inert(text: str) -> str:
     return f"'{text}" if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
 
 
-def usage_series(start: datetime, end: datetime, group_by: str, scope: Scope, step: timedelta):
+def usage_series(
+    start: datetime,
+    end: datetime,
+    group_by: str,
+    scope: Scope,
+    step: timedelta,
+    read: Sources | None = None,
+):
     """Own and borrowed instance-seconds per `step` (a whole number of hours) and group:
     (bucket starts, {group key text: {"own": [...], "borrowed": [...]}})."""
+    read = read or sources(start, end, scope)
     step_s = step.total_seconds()
     first = rollup.floor_hour(start)
     buckets = []
@@ -312,23 +340,20 @@ def usage_series(start: datetime, end: datetime, group_by: str, scope: Scope, st
         moment += step
     series: dict[str, dict[str, list[float]]] = {}
 
-    def add(hour: datetime, key_text: str, own: float, borrowed: float) -> None:
+    def add(hour: datetime, key: tuple, own: float, borrowed: float) -> None:
         index = int((hour - first).total_seconds() // step_s)
         if not 0 <= index < len(buckets):
             return
         lines = series.setdefault(
-            key_text, {"own": [0.0] * len(buckets), "borrowed": [0.0] * len(buckets)}
+            _key_text(key), {"own": [0.0] * len(buckets), "borrowed": [0.0] * len(buckets)}
         )
         lines["own"][index] += own or 0
         lines["borrowed"][index] += borrowed or 0
 
     fields = GROUPS[group_by]
-    rolled_from, rolled_to = _rolled_range(start, end)
     # Day rows where a bucket is a day or more (a quarter draws from ninety rows a group).
-    pieces = _pieces(rolled_from, rolled_to, DAY if step >= timedelta(days=1) else HOUR)
-    for piece_from, piece_to, span in pieces:
-        if piece_from >= piece_to:
-            continue
+    longest = DAY if step >= timedelta(days=1) else HOUR
+    for piece_from, piece_to, span in _pieces(read.rolled_from, read.rolled_to, longest):
         rows = UsageHour.objects.filter(
             scope.rows_q(),
             span=span,
@@ -342,21 +367,13 @@ def usage_series(start: datetime, end: datetime, group_by: str, scope: Scope, st
             .order_by()
         ):
             key = tuple(values[f] for f in fields)
-            add(values["hour"], _key_text(group_by, key), values["own"], values["borrowed"])
-    for live_from, live_to in _live_ranges(start, end, rolled_from, rolled_to):
-        queues = JobQueue.objects.select_related("service_environment")
-        if scope.job_queue:
-            queues = queues.filter(name=scope.job_queue)
-        for queue in queues:
-            ledger = rollup.ledger_of(queue, live_from, live_to)
-            for (hour, key), figures in ledger.items():
-                if not figures.instance_seconds or not scope.admits(key):
-                    continue
-                picked = _picked(key, fields)
-                add(
-                    datetime.fromtimestamp(hour, UTC),
-                    _key_text(group_by, picked),
-                    figures.own_instance_seconds,
-                    figures.borrowed_instance_seconds,
-                )
+            add(values["hour"], key, values["own"], values["borrowed"])
+    for hour, key, figures in read.live:
+        if figures.instance_seconds:
+            add(
+                datetime.fromtimestamp(hour, UTC),
+                _picked(key, fields),
+                figures.own_instance_seconds,
+                figures.borrowed_instance_seconds,
+            )
     return buckets, dict(sorted(series.items()))

@@ -26,7 +26,7 @@ from quotaportal.usage.models import (
     UsageHour,
     UsageWait,
 )
-from scheduler.accounting import Figures, Ledger, account
+from scheduler.accounting import PREEMPTION_KINDS, Figures, Ledger, account
 
 KEYS = ("job_queue", "quota_share", "team", "user", "unit")
 # Hours this recent are summed again at each roll-up: late reports land within it.
@@ -47,6 +47,16 @@ def floor_week(moment: datetime) -> datetime:
     """The Monday 00:00 UTC that starts the ISO week."""
     day = floor_day(moment)
     return day - timedelta(days=day.weekday())
+
+
+def figure_sums() -> dict:
+    """SUM of every figure, aliased (an annotation may not take its field's name)."""
+    return {f"sum_{name}": Sum(name) for name in FIGURES}
+
+
+def unaliased(values: dict) -> dict:
+    """figure_sums()'s results under the figures' own names."""
+    return {name: values[f"sum_{name}"] for name in FIGURES}
 
 
 FLOORS = {DAY: floor_day, WEEK: floor_week}
@@ -71,22 +81,16 @@ def write_span(span: int, start: datetime, end: datetime) -> None:
     UsageHour.objects.filter(span=span, hour__gte=start, hour__lt=end).delete()
     UsageWait.objects.filter(span=span, hour__gte=start, hour__lt=end).delete()
     truncate = TRUNCATE[span]
-    sums = {f"sum_{name}": Sum(name) for name in FIGURES}
     rows = (
         UsageHour.objects.filter(**below)
         .annotate(at=truncate("hour", tzinfo=UTC))
         .values("at", *KEYS)
-        .annotate(**sums)
+        .annotate(**figure_sums())
         .order_by()
     )
     UsageHour.objects.bulk_create(
         (
-            UsageHour(
-                hour=row["at"],
-                span=span,
-                **{k: row[k] for k in KEYS},
-                **{name: row[f"sum_{name}"] for name in FIGURES},
-            )
+            UsageHour(hour=row["at"], span=span, **{k: row[k] for k in KEYS}, **unaliased(row))
             for row in rows
         ),
         batch_size=2000,
@@ -233,7 +237,7 @@ def row_values(figures: Figures) -> dict:
         for name in FIGURES
         if not name.startswith("preempted_") and hasattr(figures, name)
     }
-    for kind in ("cross_share", "in_share", "capacity"):
+    for kind in PREEMPTION_KINDS:
         values[f"preempted_{kind}_instance_seconds"] = figures.preempted.get(kind, 0.0)
     return values
 

@@ -43,7 +43,7 @@ def share_of(share: QuotaShare, limits: dict[str, int] | None = None) -> Share:
             lim.capacity_unit.name: lim.max_capacity
             for lim in share.capacity_limits.select_related("capacity_unit")
         }
-    return _share(
+    return scheduler_share(
         share.name,
         limits,
         share.sharing_strategy,
@@ -53,7 +53,8 @@ def share_of(share: QuotaShare, limits: dict[str, int] | None = None) -> Share:
     )
 
 
-def _share(name, limits, strategy, borrow_limit, in_share_preemption, state) -> Share:
+def scheduler_share(name, limits, strategy, borrow_limit, in_share_preemption, state) -> Share:
+    """A share's terms (as stored: strategy text, state text) as the scheduler's Share."""
     return Share(
         name,
         limits,
@@ -246,7 +247,7 @@ def _queue_shares(queue_id: int, unit_names: dict[int, str]) -> list[_ShareRow]:
             limits[share_id][unit] = count
             unit_names[unit_id] = unit
     return [
-        _ShareRow(share_id, rank, _share(name, limits[share_id], *rest))
+        _ShareRow(share_id, rank, scheduler_share(name, limits[share_id], *rest))
         for share_id, (name, rank, *rest) in fields.items()
     ]
 

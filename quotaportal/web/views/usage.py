@@ -57,7 +57,8 @@ def usage(request):
         period = period if period in PERIODS else "7d"
         start, end = now - PERIODS[period][1], now
     scope = reports.scope_for(request.user)
-    report = reports.usage_report(start, end, group_by, scope)
+    read = reports.sources(start, end, scope)  # the table and the chart from one reading
+    report = reports.usage_report(start, end, group_by, scope, read)
     rows = [_readable(row, report["totals"]) for row in report["rows"]]
     if group_by == "share":
         _add_flags(rows)
@@ -74,7 +75,7 @@ def usage(request):
         "review_queues": sorted({row["job_queue"] for row in rows if group_by == "share"}),
         "is_admin": is_platform_admin(request.user),
         "totals": _readable(report["totals"], report["totals"]),
-        "chart": _chart(start, end, group_by, scope),
+        "chart": _chart(start, end, group_by, scope, read),
         "csv_url": _csv_url(start, end, group_by),
         # Cut short: a long bad value is not sent back in full.
         "custom_start": request.GET.get("start", "")[:MOST_ECHOED],
@@ -149,9 +150,9 @@ def _step(span: timedelta) -> timedelta:
     return timedelta(days=1)
 
 
-def _chart(start, end, group_by: str, scope):
+def _chart(start, end, group_by: str, scope, read):
     step = _step(end - start)
-    buckets, series = reports.usage_series(start, end, group_by, scope, step)
+    buckets, series = reports.usage_series(start, end, group_by, scope, step, read)
     if not buckets or not series:
         return None
     seconds = step.total_seconds()
