@@ -15,8 +15,9 @@ SHOTS = Path(
 )
 
 
-def sign_in(browser, live_server, username):
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
+def sign_in(browser, live_server, username, width=1280):
+    """A signed-in page at `width` px (a phone's height below 640 px wide)."""
+    context = browser.new_context(viewport={"width": width, "height": 900 if width > 640 else 844})
     page = context.new_page()
     page.goto(f"{live_server.url}/login/")
     page.get_by_label("Username").fill(username)

@@ -23,8 +23,7 @@ def fits(page) -> bool:
 
 @pytest.mark.parametrize("width", WIDTHS)
 def test_refusals_and_missing_pages_keep_the_navigation(browser, live_server, small_fleet, width):
-    page = sign_in(browser, live_server, "alice")
-    page.set_viewport_size({"width": width, "height": 844})
+    page = sign_in(browser, live_server, "alice", width=width)
     answer = page.goto(f"{live_server.url}/manage/")
     assert answer.status == 403
     expect(page.get_by_role("heading", name="Not allowed")).to_be_visible()
@@ -51,8 +50,7 @@ def test_the_jobs_list_is_searched_and_sorted_by_keyboard(
         small_fleet.jobs.get(name="sweep-a"),
         7,
     )
-    page = sign_in(browser, live_server, "alice")
-    page.set_viewport_size({"width": width, "height": 844})
+    page = sign_in(browser, live_server, "alice", width=width)
     page.goto(f"{live_server.url}/jobs/")
     page.get_by_label("Name").fill("sweep")
     page.get_by_label("Sort").select_option("-priority")
@@ -74,8 +72,7 @@ def test_a_waiting_jobs_estimate_gives_a_range_at_both_widths(
     (waiting,) = submit_to_vision(people.alice, small_fleet, "waiting")
     run_tick(small_fleet.pk)
     refresh_estimates(small_fleet)
-    page = sign_in(browser, live_server, "alice")
-    page.set_viewport_size({"width": width, "height": 844})
+    page = sign_in(browser, live_server, "alice", width=width)
     page.goto(f"{live_server.url}/jobs/{waiting.pk}/")
     estimate = page.get_by_test_id("estimate")
     expect(estimate).to_contain_text("in about")

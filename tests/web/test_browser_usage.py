@@ -28,8 +28,7 @@ def used(people, fleet):
 
 @pytest.mark.parametrize("width", [1280, 390])
 def test_an_admin_reads_usage_by_person_by_keyboard(browser, live_server, used, width):
-    page = sign_in(browser, live_server, "ada")
-    page.set_viewport_size({"width": width, "height": 900})
+    page = sign_in(browser, live_server, "ada", width=width)
     page.get_by_role("link", name="Usage").click()
     expect(page.get_by_role("heading", name="Usage", exact=True)).to_be_visible()
     page.get_by_role("link", name="24 h").click()
@@ -54,8 +53,7 @@ def test_an_admin_reads_usage_by_person_by_keyboard(browser, live_server, used, 
 
 
 def test_a_bad_period_is_refused_beside_the_field(browser, live_server, used):
-    page = sign_in(browser, live_server, "bob")
-    page.set_viewport_size({"width": 390, "height": 844})
+    page = sign_in(browser, live_server, "bob", width=390)
     page.goto(f"{live_server.url}/usage/")
     page.get_by_label("From (UTC)").fill("2026-12-02T10:00")
     page.get_by_label("To (UTC)").fill("2026-12-01T10:00")
@@ -68,8 +66,7 @@ def test_an_admin_opens_suggested_limits_by_keyboard_on_a_phone(
     browser, live_server, used, settings
 ):
     settings.QP_WHATIF_IN_PROCESS = True
-    page = sign_in(browser, live_server, "ada")
-    page.set_viewport_size({"width": 390, "height": 844})
+    page = sign_in(browser, live_server, "ada", width=390)
     page.goto(f"{live_server.url}/usage/?period=24h&group_by=share")
     expect(page.get_by_test_id("quota-review")).to_be_attached()
     page.get_by_role("button", name="Suggest limits for gpu").press("Enter")

@@ -14,8 +14,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.mark.parametrize("width", [1280, 390])
 def test_an_admin_adds_a_webhook_by_keyboard(browser, live_server, people, small_fleet, width):
-    page = sign_in(browser, live_server, "ada")
-    page.set_viewport_size({"width": width, "height": 900})
+    page = sign_in(browser, live_server, "ada", width=width)
     page.goto(f"{live_server.url}/manage/webhooks/")
     page.get_by_label("Name").fill("ops")
     page.get_by_label("URL").fill("ftp://example.org/hook")
@@ -39,8 +38,7 @@ def test_a_scientist_chooses_email_by_keyboard_on_a_phone(
 ):
     people.alice.email = "alice@example.org"
     people.alice.save()
-    page = sign_in(browser, live_server, "alice")
-    page.set_viewport_size({"width": 390, "height": 844})
+    page = sign_in(browser, live_server, "alice", width=390)
     page.get_by_role("link", name="E-mail").click()
     expect(page.get_by_text("alice@example.org")).to_be_visible()
     page.get_by_label("When a job of mine is preempted").focus()
