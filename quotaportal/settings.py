@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 from pathlib import Path
 
 import dj_database_url
@@ -59,6 +60,7 @@ INSTALLED_APPS = [
     "quotaportal.quotas",
     "quotaportal.notifications",
     "quotaportal.usage",
+    "quotaportal.identity",
     "quotaportal.hosts",
     "quotaportal.awsbatch",
     "quotaportal.api",
@@ -87,7 +89,30 @@ MIDDLEWARE = [
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
+    # Single sign-on (identity.oidc); inert until QP_OIDC_ISSUER and a client id are set.
+    "quotaportal.identity.oidc.ProviderBackend",
 ]
+# Single sign-on with an OpenID Connect provider (docs/operator/sign-in.md). The issuer's
+# /.well-known/openid-configuration names the endpoints; the rules turn group claims into
+# teams (a pattern whose `team` group names the team) and the admin role (one group).
+QP_OIDC_ISSUER = os.environ.get("QP_OIDC_ISSUER", "")
+QP_OIDC_CLIENT_ID = os.environ.get("QP_OIDC_CLIENT_ID", "")
+QP_OIDC_CLIENT_SECRET = os.environ.get("QP_OIDC_CLIENT_SECRET", "")
+QP_OIDC_NAME = os.environ.get("QP_OIDC_NAME", "single sign-on")  # "Sign in with …"
+QP_OIDC_SCOPES = os.environ.get("QP_OIDC_SCOPES", "openid email profile")
+QP_OIDC_SIGN_ALGO = os.environ.get("QP_OIDC_SIGN_ALGO", "RS256")
+QP_OIDC_USERNAME_CLAIM = os.environ.get("QP_OIDC_USERNAME_CLAIM", "preferred_username")
+QP_OIDC_GROUPS_CLAIM = os.environ.get("QP_OIDC_GROUPS_CLAIM", "groups")
+QP_OIDC_TEAM_PATTERN = os.environ.get("QP_OIDC_TEAM_PATTERN", r"team-(?P<team>[\w-]+)")
+QP_OIDC_ADMIN_GROUP = os.environ.get("QP_OIDC_ADMIN_GROUP", "")
+# Passwords of local accounts (a break-glass admin); false leaves single sign-on alone.
+QP_LOCAL_LOGIN = envbool("QP_LOCAL_LOGIN", True)
+if not QP_LOCAL_LOGIN:
+    AUTHENTICATION_BACKENDS.remove("django.contrib.auth.backends.ModelBackend")
+try:
+    re.compile(QP_OIDC_TEAM_PATTERN)
+except re.error as err:
+    raise ImproperlyConfigured(f"QP_OIDC_TEAM_PATTERN is not a regular expression: {err}") from None
 
 if not DEBUG:
     # Under gunicorn, WhiteNoise serves the collected static files (no nginx needed);
@@ -258,8 +283,8 @@ SPECTACULAR_SETTINGS = {
     # Shown atop the docs page (Markdown): the way back to the portal.
     "DESCRIPTION": (
         "Quota shares, jobs and capacity for shared GPU fleets. "
-        "[Back to the portal](/) · [Jobs](/jobs/) · authenticate with `Authorization: Token …` "
-        "(your API token) or a signed-in session."
+        "[Back to the portal](/) · [Jobs](/jobs/) · authenticate with `Authorization: Bearer qp_…` "
+        "(a personal API token from [Access](/account/tokens/)) or a signed-in session."
     ),
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,

@@ -138,6 +138,7 @@ CHECKED_MODELS = (
     "EnvironmentCapacity",
     "JobQueue",
     "Membership",
+    "PersonalToken",
     "QuotaShare",
     "Reservation",
     "ServiceEnvironment",
@@ -151,7 +152,8 @@ def connect_signals() -> None:
     from django.contrib.auth import get_user_model
     from rest_framework.authtoken.models import Token
 
-    # REST tokens and their users are kept too (api.authentication).
+    # REST tokens (personal ones are in CHECKED_MODELS) and their users are kept too
+    # (api.authentication).
     for name, model in [(n, getattr(models, n)) for n in CHECKED_MODELS] + [("Token", Token)]:
         post_save.connect(_changed, sender=model, dispatch_uid=f"lookups-save-{name}")
         post_delete.connect(_changed, sender=model, dispatch_uid=f"lookups-del-{name}")

@@ -30,6 +30,9 @@ LABELS = {
     "aws_drift": "Changed in AWS",
     "aws_drift_resolved": "Drift resolved",
     "aws_imported": "Imported from AWS Batch",
+    "signed_in": "Signed in",
+    "signed_out": "Signed out",
+    "sign_in_refused": "Sign-in refused",
 }
 
 
@@ -106,11 +109,27 @@ def _ended(kind, d, share, names):
 
 
 def _resource_changed(kind, d, share, names):
+    where = f" in team {d['team']}" if d.get("team") else ""
+    if d.get("source"):  # a sign-in's claims changed it
+        where += f", from the {d['source']}" + (f" group {d['group']}" if d.get("group") else "")
     return format_html(
-        "{} {} {}",
+        "{} {} {}{}",
         str(d.get("action", "changed")).capitalize(),
         d.get("resource", ""),
         d.get("name", ""),
+        where,
+    )
+
+
+def _signed(kind, d, share, names):
+    address = f" from {d['address']}" if d.get("address") else ""
+    if kind == "signed_out":
+        return format_html("Signed out{}", address)
+    if kind == "signed_in":
+        return format_html("Signed in with {}{}", d.get("method", "?"), address)
+    who = f" as {d['username']}" if d.get("username") else ""
+    return format_html(
+        "Sign-in{} with {} refused{}: {}", who, d.get("method", "?"), address, d.get("reason", "")
     )
 
 
@@ -212,6 +231,9 @@ SENTENCES = {
     "share_changed": _share_changed,
     "share_created": _share_created,
     "share_deleted": _share_deleted,
+    "signed_in": _signed,
+    "signed_out": _signed,
+    "sign_in_refused": _signed,
 }
 
 

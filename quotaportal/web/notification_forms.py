@@ -1,4 +1,4 @@
-"""Forms of the webhooks console and of a person's e-mail choices."""
+"""Forms of the webhooks console and of a person's own settings: e-mail choices, API tokens."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from django import forms
 
 from quotaportal.notifications.models import DetailType, WebhookFormat
 from quotaportal.notifications.services import MIN_SECRET
-from quotaportal.quotas.models import JobQueue, Team
+from quotaportal.quotas.models import JobQueue, Scope, Team
 
 
 def _checkboxes(queryset, help_text: str) -> forms.ModelMultipleChoiceField:
@@ -70,3 +70,32 @@ class EmailPreferenceForm(forms.Form):
     on_preempted = forms.BooleanField(required=False, label="When a job of mine is preempted")
     on_failed = forms.BooleanField(required=False, label="When a job of mine fails")
     on_succeeded = forms.BooleanField(required=False, label="When a job of mine succeeds")
+
+
+class PersonalTokenForm(forms.Form):
+    """A new personal API token: what uses it, what it may do, how long it lasts."""
+
+    name = forms.CharField(
+        max_length=100, help_text="What uses it, e.g. sweep-launcher on ci-runner-3."
+    )
+    scope = forms.ChoiceField(
+        choices=Scope.choices,
+        initial=Scope.FULL,
+        widget=forms.RadioSelect,
+        help_text="Read only: it may list and read, never submit, change or terminate.",
+    )
+    expires_in_days = forms.TypedChoiceField(
+        label="Expires",
+        coerce=int,
+        empty_value=None,
+        required=False,
+        initial=90,
+        choices=[
+            (7, "in 7 days"),
+            (30, "in 30 days"),
+            (90, "in 90 days"),
+            (366, "in a year"),
+            ("", "never"),
+        ],
+        help_text="A token that expires cannot be forgotten in a script for years.",
+    )

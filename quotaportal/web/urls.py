@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.contrib.auth import views as auth_views
 from django.urls import path, reverse_lazy
 
+from quotaportal.identity import oidc
 from quotaportal.web.views import (
     account,
     dashboard,
@@ -24,7 +25,10 @@ urlpatterns = [
     path("fleet/", fleet.fleet, name="fleet"),
     path("usage/", usage.usage, name="usage"),
     path("usage/suggest/", usage.usage_suggest, name="usage-suggest"),
-    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("login/", account.SignInView.as_view(), name="login"),
+    # Single sign-on (identity.oidc): off to the provider, and back.
+    path("oidc/authenticate/", oidc.SignIn.as_view(), name="oidc_authentication_init"),
+    path("oidc/callback/", oidc.Callback.as_view(), name="oidc_authentication_callback"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("jobs/", jobs.job_list, name="job-list"),
     path("jobs/new/", jobs.job_submit, name="job-submit"),
@@ -44,6 +48,9 @@ urlpatterns = [
     path("agent-tokens/<int:pk>/revoke/", pages.agent_token_revoke, name="agent-token-revoke"),
     path("environments/<int:pk>/agent-token/", pages.agent_token, name="agent-token"),
     path("audit/", pages.audit_log, name="audit-log"),
+    path("account/tokens/", account.api_tokens, name="api-tokens"),
+    path("account/tokens/<int:pk>/revoke/", account.api_token_revoke, name="api-token-revoke"),
+    path("account/tokens/legacy/revoke/", account.legacy_token_revoke, name="legacy-token-revoke"),
     path("account/aws-keys/", account.aws_keys, name="aws-keys"),
     path("account/notifications/", notices.email_preferences, name="account-notifications"),
     path("account/aws-keys/<int:pk>/revoke/", account.aws_key_revoke, name="aws-key-revoke"),
@@ -79,6 +86,7 @@ urlpatterns = [
     path("manage/webhooks/<int:pk>/", notices.webhook, name="manage-webhook"),
     path("manage/webhooks/<int:pk>/delete/", notices.webhook_delete, name="manage-webhook-delete"),
     path("manage/users/", people.users, name="manage-users"),
+    path("manage/tokens/", account.manage_tokens, name="manage-tokens"),
     path("manage/users/<int:pk>/", people.user, name="manage-user"),
     path("manage/units/", capacity.units, name="manage-units"),
     path("manage/units/<int:pk>/", capacity.unit, name="manage-unit"),

@@ -28,6 +28,10 @@ def post(people, fleet, user="alice", **fields):
 
 
 def queries_of(people, fleet, **fields) -> int:
+    # A token's use is written once a minute: a read first has written it.
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {people.tokens[fields.get('user', 'alice')]}")
+    assert client.get("/api/v1/job-queues/").status_code == 200
     with CaptureQueriesContext(connection) as captured:
         assert post(people, fleet, **fields).status_code == 201
     return len(captured.captured_queries)
@@ -36,8 +40,9 @@ def queries_of(people, fleet, **fields) -> int:
 def test_a_second_submit_reads_none_of_the_rows_it_is_checked_against(people, fleet):
     cold = queries_of(people, fleet)
     warm = queries_of(people, fleet)
-    # the token, queue, share, teams, unit, capacity, the end of its first reservation, limits
-    assert cold - warm == 8
+    # queue, share, teams, unit, capacity, the end of its first reservation, limits (the token
+    # was kept by the read before each: test_kept_tokens counts its lookups)
+    assert cold - warm == 7
 
 
 def test_without_redis_nothing_is_kept(people, fleet, settings):

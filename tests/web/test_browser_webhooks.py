@@ -39,7 +39,8 @@ def test_a_scientist_chooses_email_by_keyboard_on_a_phone(
     people.alice.email = "alice@example.org"
     people.alice.save()
     page = sign_in(browser, live_server, "alice", width=390)
-    page.get_by_role("link", name="E-mail").click()
+    page.get_by_role("link", name="Access").click()
+    page.get_by_role("navigation", name="Your access").get_by_role("link", name="E-mail").click()
     expect(page.get_by_text("alice@example.org")).to_be_visible()
     page.get_by_label("When a job of mine is preempted").focus()
     page.keyboard.press("Space")

@@ -9,6 +9,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.urls import reverse
 from django.utils import timezone
+from rest_framework.authtoken.models import Token
 
 from quotaportal.quotas.models import (
     CapacityUnit,
@@ -20,6 +21,7 @@ from quotaportal.quotas.models import (
     ServiceEnvironment,
     Team,
 )
+from quotaportal.quotas.services import tokens
 from tests.builders import submit
 
 pytestmark = pytest.mark.django_db
@@ -141,7 +143,9 @@ def test_a_new_user_gets_an_invite_link_that_works_once(admin_client, client, pe
     assert not carol.has_usable_password()
     assert list(carol.teams.values_list("name", flat=True)) == ["vision"]
     link = answer.context["invite"]
-    assert carol.auth_token.key in answer.content.decode()
+    shown = answer.context["token"]
+    assert shown in answer.content.decode()
+    assert tokens.find(shown).user == carol
     bad = admin_client.post(reverse("manage-users"), {"username": "bad name"})
     assert bad.status_code == 400
     assert b"no spaces" in bad.content
@@ -165,13 +169,15 @@ def test_a_new_user_gets_an_invite_link_that_works_once(admin_client, client, pe
 
 def test_reset_password_token_and_deactivate(admin_client, client, people):
     page = reverse("manage-user", args=[people.alice.pk])
-    old_token = people.alice.auth_token.key
+    old_token = people.tokens["alice"]
+    legacy = Token.objects.create(user=people.alice).key
     answer = admin_client.post(page, {"action": "token"})
     new_token = answer.context["token"]
     assert new_token != old_token
     assert new_token in answer.content.decode()
-    assert client.get("/api/v1/jobs/", HTTP_AUTHORIZATION=f"Token {old_token}").status_code == 401
-    assert client.get("/api/v1/jobs/", HTTP_AUTHORIZATION=f"Token {new_token}").status_code == 200
+    assert tokens.find(new_token).name == "made by ada"
+    for key in (old_token, legacy, new_token):  # another token, the others kept
+        assert client.get("/api/v1/jobs/", HTTP_AUTHORIZATION=f"Token {key}").status_code == 200
     answer = admin_client.post(page, {"action": "invite"})
     assert "/invite/" in answer.context["invite"]
     people.alice.refresh_from_db()
@@ -180,7 +186,8 @@ def test_reset_password_token_and_deactivate(admin_client, client, people):
     assert client.get("/api/v1/jobs/", HTTP_AUTHORIZATION=f"Token {new_token}").status_code == 401
     admin_client.post(page, {"action": "reactivate"})
     admin_client.post(page, {"action": "revoke-token"})
-    assert client.get("/api/v1/jobs/", HTTP_AUTHORIZATION=f"Token {new_token}").status_code == 401
+    for key in (old_token, legacy, new_token):  # revoking revokes every one
+        assert client.get("/api/v1/jobs/", HTTP_AUTHORIZATION=f"Token {key}").status_code == 401
     own = admin_client.post(
         reverse("manage-user", args=[people.admin.pk]), {"action": "deactivate"}, follow=True
     )

@@ -40,9 +40,12 @@ from quotaportal.quotas.models.resources import (
     Strategy,
     Team,
 )
+from quotaportal.quotas.models.tokens import PersonalToken, Scope
 from quotaportal.quotas.models.whatif import WhatIf, WhatIfSource, WhatIfStatus
 
 __all__ = [
+    "PersonalToken",
+    "Scope",
     "ENVIRONMENT_TOO_SMALL",
     "INSUFFICIENT_CAPACITY",
     "QUOTA_LIMIT_EXCEEDED",

@@ -37,6 +37,10 @@ class EventKind(models.TextChoices):
     AWS_DRIFT = "aws_drift"
     AWS_DRIFT_RESOLVED = "aws_drift_resolved"
     AWS_IMPORTED = "aws_imported"
+    # Who signed in and out, how (password or the identity provider), and refused sign-ins.
+    SIGNED_IN = "signed_in"
+    SIGNED_OUT = "signed_out"
+    SIGN_IN_REFUSED = "sign_in_refused"
 
 
 class Event(models.Model):

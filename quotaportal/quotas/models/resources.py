@@ -31,6 +31,9 @@ class Membership(models.Model):
     team = models.ForeignKey(Team, on_delete=models.CASCADE)
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE)
     is_admin = models.BooleanField(default=False)
+    # Set from the identity provider's group claims at each sign-in (identity.claims): the
+    # console shows it and leaves it alone; the provider's groups are where it changes.
+    from_provider = models.BooleanField(default=False)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["team", "user"], name="membership_unique")]

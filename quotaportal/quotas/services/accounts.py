@@ -17,7 +17,8 @@ from rest_framework.authtoken.models import Token
 from quotaportal.quotas.audit import record
 from quotaportal.quotas.errors import Conflict, InvalidInput
 from quotaportal.quotas.models import ACTIVE, EventKind, Job, Membership, Team
-from quotaportal.quotas.permissions import require_admin
+from quotaportal.quotas.permissions import actor_name, require_admin
+from quotaportal.quotas.services import tokens
 from quotaportal.quotas.services.resources import team_name_error
 
 USERNAME = re.compile(r"[\w.@+-]{1,150}", re.ASCII)
@@ -65,7 +66,8 @@ def delete_team(actor, team: Team) -> None:
 
 @transaction.atomic
 def set_member(actor, team: Team, user, *, is_admin: bool) -> Membership:
-    """Add the user to the team, or change their role in it."""
+    """Add the user to the team, or change their role in it (also of a membership from the
+    identity provider: the provider says who is in a team, not who administers it)."""
     require_admin(actor, "change team membership")
     membership, created = Membership.objects.update_or_create(
         team=team, user=user, defaults={"is_admin": bool(is_admin)}
@@ -85,6 +87,11 @@ def set_member(actor, team: Team, user, *, is_admin: bool) -> Membership:
 @transaction.atomic
 def remove_member(actor, team: Team, user) -> None:
     require_admin(actor, "change team membership")
+    if Membership.objects.filter(team=team, user=user, from_provider=True).exists():
+        raise Conflict(
+            f"{user.username} is in {team.name} through the identity provider's groups: remove "
+            "them from the group there (the membership goes at their next sign-in)"
+        )
     deleted, _ = Membership.objects.filter(team=team, user=user).delete()
     if not deleted:
         raise InvalidInput({"user": f"{user.username} is not a member of {team.name}"})
@@ -110,8 +117,8 @@ def create_account(
     user.save(update_fields=["is_staff", "is_superuser"])
     for team in teams:
         Membership.objects.get_or_create(team=team, user=user)
-    key = Token.objects.create(user=user).key
     _audit(actor, "created", "user", username, admin=bool(admin), teams=[t.name for t in teams])
+    _, key = tokens.create_token(actor, user, name="first token (made with the account)")
     return user, key
 
 
@@ -138,16 +145,23 @@ def reset_password(actor, user) -> None:
 
 @transaction.atomic
 def new_api_token(actor, user) -> str:
-    """Replace the user's API token (the old one stops working at once); the new key."""
+    """A new full-access personal token for the user, made by an admin (shown once to them)."""
     require_admin(actor, "issue API tokens")
-    Token.objects.filter(user=user).delete()
-    key = Token.objects.create(user=user).key
-    _audit(actor, "issued a new API token for", "user", user.username)
+    name = f"made by {actor_name(actor)}"
+    _, key = tokens.create_token(actor, user, name=name)
     return key
 
 
 @transaction.atomic
 def revoke_api_token(actor, user) -> None:
+    """Every API token of the user stops working at once, personal and legacy."""
     require_admin(actor, "revoke API tokens")
-    Token.objects.filter(user=user).delete()
-    _audit(actor, "revoked the API token of", "user", user.username)
+    count = tokens.revoke_all(actor, user)
+    _audit(actor, "revoked the API tokens of", "user", user.username, tokens=count)
+
+
+@transaction.atomic
+def revoke_own_legacy_token(user) -> None:
+    """A person retires the plain-text token issued before personal tokens."""
+    if Token.objects.filter(user=user).delete()[0]:
+        _audit(user, "revoked the legacy API token of", "user", user.username)

@@ -6,7 +6,6 @@ import re
 
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
-from rest_framework.authtoken.models import Token
 
 from quotaportal.infra.locks import lock_environment
 from quotaportal.quotas.audit import record
@@ -29,6 +28,7 @@ from quotaportal.quotas.models import (
 )
 from quotaportal.quotas.names import aws_name_error, unit_name_error
 from quotaportal.quotas.permissions import require_admin
+from quotaportal.quotas.services import tokens
 from quotaportal.quotas.services.jobs import tags_error
 from quotaportal.quotas.ticking.changes import queue_changed
 from scheduler.validation import instance_count_error
@@ -467,5 +467,5 @@ def create_user(
     for team_name in teams:
         team, _ = Team.objects.get_or_create(name=team_name)
         Membership.objects.get_or_create(team=team, user=user)
-    token, _ = Token.objects.get_or_create(user=user)
-    return user, token.key
+    _, key = tokens.create_token(None, user, name="made by create_user")
+    return user, key

@@ -1,35 +1,127 @@
-"""A user's own access keys for the AWS Batch-compatible endpoint (boto3, the SageMaker SDK)."""
+"""A person's Access area: their personal API tokens and their AWS access keys (for boto3 and
+the SageMaker SDK), and the sign-in page that leads there."""
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
+from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
+from rest_framework.authtoken.models import Token
 
 from quotaportal.awsbatch import keys as key_services
 from quotaportal.awsbatch.models import AccessKey
-from quotaportal.quotas.errors import ServiceError
+from quotaportal.identity import oidc
+from quotaportal.quotas.errors import Forbidden, ServiceError
+from quotaportal.quotas.models import PersonalToken
+from quotaportal.quotas.permissions import is_platform_admin
+from quotaportal.quotas.services import accounts
+from quotaportal.quotas.services import tokens as token_services
+from quotaportal.web.forms import show_service_errors
+from quotaportal.web.notification_forms import PersonalTokenForm
+from quotaportal.web.views.common import forbid_on
 
 
-def _page(request, **extra):
+class SignInView(auth_views.LoginView):
+    """Django's sign-in, with "Sign in with …" when a provider is configured, and without the
+    password form when local accounts are switched off (QP_LOCAL_LOGIN=false)."""
+
+    def get_context_data(self, **kwargs):
+        return {**super().get_context_data(**kwargs), **oidc.login_context(self.request)}
+
+    def post(self, request, *args, **kwargs):
+        if not settings.QP_LOCAL_LOGIN:
+            raise PermissionDenied(
+                "Sign-in with a password is switched off here: use single sign-on."
+            )
+        return super().post(request, *args, **kwargs)
+
+
+def _tokens_page(request, form=None, status=200, **extra):
+    context = {
+        "form": form or PersonalTokenForm(),
+        "tokens": request.user.personal_tokens.all(),
+        "legacy": Token.objects.filter(user=request.user).first(),
+        "section": "tokens",
+        **extra,
+    }
+    return render(request, "web/access_tokens.html", context, status=status)
+
+
+@never_cache  # the page that shows a new key must never be kept by a cache or the back button
+@login_required
+def api_tokens(request):
+    if request.method != "POST":
+        return _tokens_page(request)
+    form = PersonalTokenForm(request.POST)
+    if not form.is_valid():
+        return _tokens_page(request, form, status=400)
+    try:
+        token, key = token_services.create_token(request.user, request.user, **form.cleaned_data)
+    except ServiceError as err:
+        show_service_errors(form, err)
+        return _tokens_page(request, form, status=err.status)
+    return _tokens_page(request, new_token=token, key=key)
+
+
+@require_POST
+@login_required
+def api_token_revoke(request, pk):
+    """Owners revoke their own tokens; admins anyone's (from the console's list)."""
+    token = get_object_or_404(PersonalToken.objects.select_related("user"), pk=pk)
+    if token.user_id != request.user.pk and not is_platform_admin(request.user):
+        raise PermissionDenied("you can only revoke your own API tokens")
+    try:
+        token_services.revoke_token(request.user, token)
+    except Forbidden as err:
+        forbid_on(err)
+    messages.success(
+        request, f"API token {token.name} ({token.prefix}…) revoked: it no longer works."
+    )
+    return redirect("manage-tokens" if request.POST.get("back") == "manage" else "api-tokens")
+
+
+@require_POST
+@login_required
+def legacy_token_revoke(request):
+    accounts.revoke_own_legacy_token(request.user)
+    messages.success(request, "Your legacy API token is revoked: scripts using it stop working.")
+    return redirect("api-tokens")
+
+
+@login_required
+def manage_tokens(request):
+    """Every active personal token, for admins to see who can call the API and revoke."""
+    if not is_platform_admin(request.user):
+        raise PermissionDenied("only admins can see everyone's API tokens")
+    active = PersonalToken.objects.filter(revoked_at__isnull=True).select_related("user")
+    legacy = Token.objects.select_related("user").order_by("user__username")
+    context = {"tokens": active.order_by("user__username", "-created_at"), "legacy": legacy}
+    return render(request, "web/manage_tokens.html", context)
+
+
+def _keys_page(request, **extra):
     keys = request.user.aws_access_keys.order_by("-created_at")
     endpoint = request.build_absolute_uri("/aws/batch")
-    return render(request, "web/aws_keys.html", {"keys": keys, "endpoint": endpoint, **extra})
+    context = {"keys": keys, "endpoint": endpoint, "section": "aws", **extra}
+    return render(request, "web/aws_keys.html", context)
 
 
 @never_cache  # the page that shows a new secret must never be kept by a cache or the back button
 @login_required
 def aws_keys(request):
     if request.method != "POST":
-        return _page(request)
+        return _keys_page(request)
     try:
         key, secret = key_services.create_access_key(request.user, request.user)
     except ServiceError as err:
         messages.error(request, err.message)
         return redirect("aws-keys")
-    return _page(request, new_key=key, secret=secret)
+    return _keys_page(request, new_key=key, secret=secret)
 
 
 @require_POST

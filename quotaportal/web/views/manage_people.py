@@ -179,7 +179,7 @@ def user(request, pk):
             return act(
                 request,
                 lambda: accounts.revoke_api_token(request.user, account),
-                f"Revoked {account.username}'s API token.",
+                f"Revoked every API token of {account.username}.",
                 "manage-user",
                 account.pk,
             )
@@ -194,5 +194,9 @@ def user(request, pk):
         else:
             messages.error(request, "Unknown action.")
             return redirect("manage-user", account.pk)
-    context["has_token"] = hasattr(account, "auth_token")
+    context.update(
+        token_count=account.personal_tokens.filter(revoked_at__isnull=True).count(),
+        has_legacy=hasattr(account, "auth_token"),
+        provider=getattr(account, "provider_account", None),
+    )
     return page(request, "web/manage_user.html", context)
