@@ -11,6 +11,7 @@ from quotaportal.api import (
     jobs,
     queues,
     shares,
+    tokens,
     usage,
     webhooks,
 )
@@ -30,6 +31,7 @@ router.register("jobs", jobs.JobViewSet, basename="job")
 router.register("hosts", hosts.HostViewSet, basename="host")
 router.register("agent-tokens", hosts.AgentTokenViewSet, basename="agent-token")
 router.register("webhooks", webhooks.WebhookViewSet, basename="webhook")
+router.register("tokens", tokens.PersonalTokenViewSet, basename="token")
 
 urlpatterns = [
     path("agent/register/", agent.RegisterView.as_view(), name="agent-register"),

@@ -189,3 +189,50 @@ def test_a_busy_script_does_not_write_on_every_call(people, fleet):
     first = PersonalToken.objects.get(pk=token.pk).last_used_at
     call(key)
     assert PersonalToken.objects.get(pk=token.pk).last_used_at == first
+
+
+# Over REST.
+
+
+def test_rest_lists_your_own_tokens_only(people):
+    tokens.create_token(people.bob, people.bob, name="bob's")
+    listed = call(people.tokens["alice"], path="/api/v1/tokens/").json()["results"]
+    assert [t["name"] for t in listed] == ["made by create_user"]
+    assert listed[0]["prefix"] == people.tokens["alice"][:10]
+    assert "key" not in listed[0]
+    assert "digest" not in listed[0]
+    refused = call(people.tokens["alice"], path="/api/v1/tokens/?user=bob")
+    assert refused.status_code == 403
+
+
+def test_rest_makes_a_token_from_a_session_never_from_a_token(client, people):
+    refused = call(people.tokens["alice"], "post", path="/api/v1/tokens/", name="child")
+    assert refused.status_code == 403
+    assert "cannot make tokens" in refused.json()["detail"]
+    client.force_login(people.alice)
+    body = {"name": "from a notebook", "scope": "read", "expires_in_days": 7}
+    made = client.post("/api/v1/tokens/", body, content_type="application/json")
+    assert made.status_code == 201, made.content
+    assert made.json()["scope"] == "read"
+    assert made.json()["state"] == "active"
+    assert call(made.json()["key"]).status_code == 200
+    bad = client.post(
+        "/api/v1/tokens/", {"name": "", "expires_in_days": 0}, content_type="application/json"
+    )
+    assert bad.status_code == 400
+    assert set(bad.json()) == {"name", "expires_in_days"}
+
+
+def test_rest_revokes_your_own_and_admins_anyones(people):
+    mine, my_key = tokens.create_token(people.alice, people.alice, name="mine")
+    bobs, bobs_key = tokens.create_token(people.bob, people.bob, name="bob's")
+    alice = people.tokens["alice"]
+    assert call(alice, "delete", path=f"/api/v1/tokens/{bobs.pk}/").status_code == 404
+    assert call(alice, "delete", path=f"/api/v1/tokens/{mine.pk}/").status_code == 204
+    assert call(my_key).status_code == 401
+    admin = people.tokens["ada"]
+    listed = call(admin, path="/api/v1/tokens/?user=bob").json()["results"]
+    assert {t["name"] for t in listed} == {"bob's", "made by create_user"}
+    assert call(admin, path="/api/v1/tokens/?user=nobody").status_code == 404
+    assert call(admin, "delete", path=f"/api/v1/tokens/{bobs.pk}/").status_code == 204
+    assert call(bobs_key).status_code == 401
