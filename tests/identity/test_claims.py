@@ -3,7 +3,10 @@ through the pages: what the rules take and leave, who may be linked, refusals in
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -223,3 +226,18 @@ def test_a_provider_that_does_not_answer_is_said_so(client, settings):
     assert answer.status_code == 502
     assert "did not answer" in answer.content.decode()
     assert Event.objects.filter(kind=EventKind.SIGN_IN_REFUSED).exists()
+
+
+def test_switching_local_sign_in_off_takes_passwords_out_of_every_door():
+    """Not only the sign-in page: Django's admin and any other authenticate() call too."""
+    code = (
+        "import django; django.setup(); from django.conf import settings; "
+        "print(' '.join(settings.AUTHENTICATION_BACKENDS))"
+    )
+    env = {**os.environ, "QP_LOCAL_LOGIN": "false"}
+    env.setdefault("DJANGO_SETTINGS_MODULE", "quotaportal.settings")
+    shown = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert "django.contrib.auth.backends.ModelBackend" not in shown
+    assert "quotaportal.identity.oidc.ProviderBackend" in shown
