@@ -131,6 +131,10 @@ class JobSerializer(serializers.ModelSerializer):
     service_request_payload = serializers.JSONField(
         required=False, allow_null=True, validators=[no_nul_characters]
     )
+    # As AWS shows it: a preempted job whose ranks still stop is RUNNING (Job.shown_status).
+    status = serializers.ChoiceField(
+        choices=JobStatus.choices, source="shown_status", read_only=True
+    )
     attempts = AttemptSerializer(many=True, read_only=True)
     position_in_share = serializers.SerializerMethodField()
     position_in_queue = serializers.SerializerMethodField()

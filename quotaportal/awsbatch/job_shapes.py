@@ -53,7 +53,7 @@ def summary_shape(job: Job) -> dict:
         "jobName": job.name,
         "serviceJobType": SAGEMAKER_TRAINING,
         "quotaShareName": job.share_name,
-        "status": job.status,
+        "status": job.shown_status,
         "statusReason": _status_reason(job),
         "capacityUsage": [{"capacityUnit": job.capacity_unit.name, "quantity": job.quantity}],
         "createdAt": ms(job.created_at),
@@ -71,6 +71,14 @@ def summary_shape(job: Job) -> dict:
             }
         }
     return _without_none(shape)
+
+
+def _still_stopping_since(job: Job, attempts: list[dict]) -> int | None:
+    """A preempted job shown RUNNING while its processes stop ran since its last attempt's
+    start (the job's own start is cleared with the preemption)."""
+    if job.shown_status != job.status and attempts:
+        return attempts[-1]["startedAt"]
+    return None
 
 
 def describe_shape(job: Job) -> dict:
@@ -92,7 +100,7 @@ def describe_shape(job: Job) -> dict:
         "tags": job.tags,
         # A required member of DescribeServiceJob's output: 0 until the job has started (the
         # sync reads startedAt only from a job that runs or ran).
-        "startedAt": ms(job.started_at) or 0,
+        "startedAt": ms(job.started_at) or _still_stopping_since(job, attempts) or 0,
     }
     if job.preemption_retries_before_termination is not None:
         shape["preemptionConfiguration"] = {

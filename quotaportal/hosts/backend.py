@@ -6,7 +6,12 @@ from __future__ import annotations
 from django.db import connection
 
 from quotaportal.hosts.models import HostState
-from quotaportal.hosts.services import mark_lost_hosts, place_started_jobs, requeue_unplaced
+from quotaportal.hosts.services import (
+    finish_quiet_preemptions,
+    mark_lost_hosts,
+    place_started_jobs,
+    requeue_unplaced,
+)
 from quotaportal.quotas.backends import EnvironmentBackend
 
 # Every tick asks (an agent's batch of reports brings one): written out, one short statement.
@@ -29,6 +34,7 @@ class LocalBackend(EnvironmentBackend):
 
     def advance(self, queue, now) -> None:
         mark_lost_hosts(queue.service_environment, now)
+        finish_quiet_preemptions(queue.pk, now)
 
     def launch(self, queue, job_ids: list[str], now) -> list[str]:
         unplaced = place_started_jobs(queue.service_environment, job_ids, now)

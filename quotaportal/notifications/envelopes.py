@@ -22,6 +22,7 @@ from quotaportal.quotas.models import Event, EventKind, Job, JobStatus
 STATUS_AFTER = {
     EventKind.SUBMITTED: JobStatus.RUNNABLE,
     EventKind.DISPATCHED: JobStatus.SCHEDULED,
+    EventKind.STARTING: JobStatus.STARTING,
     EventKind.STARTED: JobStatus.RUNNING,
     EventKind.RETRIED: JobStatus.RUNNABLE,
     EventKind.SUCCEEDED: JobStatus.SUCCEEDED,
@@ -56,13 +57,18 @@ def notices(event: Event, job: Job) -> list[Notice]:
     made = []
     if kind in PREEMPTION_STARTED:
         made.append(_preemption_started(event, job))
-        if not detail.get("exhausted"):  # else its FAILED event follows
+        # Exhausted: its FAILED event follows. Not stopped at once: it stays RUNNING until
+        # its ranks have stopped (PREEMPTION_COMPLETED with `requeued`).
+        if detail.get("stopped") and not detail.get("exhausted"):
             made.append(_state_change(event, job, JobStatus.RUNNABLE))
         if detail.get("stopped"):  # its attempt stopped at once: the preemption completed
             after = JobStatus.FAILED if detail.get("exhausted") else JobStatus.RUNNABLE
             made.append(_preemption_completed(event, job, after))
     elif kind == EventKind.PREEMPTION_COMPLETED:
-        made.append(_preemption_completed(event, job, job.status))
+        after = JobStatus.RUNNABLE if detail.get("requeued") else job.status
+        made.append(_preemption_completed(event, job, after))
+        if detail.get("requeued"):
+            made.append(_state_change(event, job, JobStatus.RUNNABLE))
     elif kind in STATUS_AFTER:
         status = STATUS_AFTER[kind]
         if kind == EventKind.DISPATCHED and detail.get("status") == JobStatus.STARTING:

@@ -48,9 +48,10 @@ def insert_events(events: list[Event]) -> None:
         changes.events_written()
 
 
-def preemption_completed(job, queue_id: int, when) -> Event:
+def preemption_completed(job, queue_id: int, when, requeued: bool = False) -> Event:
     """The preempted attempt has stopped: its preemption is over (AWS's "Preemption
-    Completed"), with the job's preemption record as it stands."""
+    Completed"), with the job's preemption record as it stands. `requeued`: the job waited
+    for this, shown RUNNING, and is RUNNABLE from now on."""
     return event_row(
         EventKind.PREEMPTION_COMPLETED,
         job_id=job.pk,
@@ -58,4 +59,5 @@ def preemption_completed(job, queue_id: int, when) -> Event:
         share_id=job.quota_share_id,
         when=when,
         preempted_count=job.preempted_count,
+        requeued=requeued,
     )

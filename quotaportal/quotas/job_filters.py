@@ -9,7 +9,7 @@ import django_filters
 from django import forms
 
 from quotaportal.quotas import selectors
-from quotaportal.quotas.models import JobStatus
+from quotaportal.quotas.models import JobStatus, shown_status_is
 
 YES = ("1", "true", "yes", "on")
 
@@ -23,7 +23,13 @@ class StatusField(forms.CharField):
 
 
 class StatusFilter(django_filters.CharFilter):
+    """By the status people see (Job.shown_status): RUNNING takes in a preempted job whose
+    ranks still stop."""
+
     field_class = StatusField
+
+    def filter(self, queryset, value):
+        return queryset.filter(shown_status_is(value)) if value else queryset
 
 
 class JobFilter(django_filters.FilterSet):

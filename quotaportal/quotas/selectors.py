@@ -30,6 +30,10 @@ from scheduler.reservations import Reservation as PlannedReservation
 from scheduler.reservations import capacity_at, changes_after
 from scheduler.utilization import share_breakdown
 
+# RUNNABLE jobs in line: not a preempted job whose ranks still stop (the planner leaves
+# it out until they have, Job.preemption_stopping).
+WAITING = {"status": JobStatus.RUNNABLE, "preemption_stopping": False}
+
 
 def visible_jobs(user, queryset=None):
     """Everyone signed in may read every job (to see why theirs waits); writes are checked apart."""
@@ -95,7 +99,7 @@ def overcommitted_units(queue: JobQueue) -> list[str]:
 
 def _ahead_in_share():
     """Correlated count of RUNNABLE jobs ahead of the outer job in its share's order."""
-    same = Job.objects.filter(quota_share_id=OuterRef("quota_share_id"), status=JobStatus.RUNNABLE)
+    same = Job.objects.filter(quota_share_id=OuterRef("quota_share_id"), **WAITING)
     prio, created = OuterRef("scheduling_priority"), OuterRef("created_at")
     ahead = same.filter(
         Q(scheduling_priority__gt=prio)
@@ -110,7 +114,7 @@ def heads_waiting_since(queue: JobQueue, cutoff):
     were submitted, or since their last attempt stopped)."""
     last_stop = Max("attempts__stopped_at")
     return (
-        Job.objects.filter(job_queue=queue, status=JobStatus.RUNNABLE, quota_share__isnull=False)
+        Job.objects.filter(job_queue=queue, quota_share__isnull=False, **WAITING)
         .annotate(waiting_since=Greatest("created_at", Coalesce(last_stop, "created_at")))
         .filter(waiting_since__lte=cutoff)
         .annotate(ahead=_ahead_in_share())
@@ -121,7 +125,7 @@ def heads_waiting_since(queue: JobQueue, cutoff):
 def _numberings(queue_ids) -> dict[int, tuple[QueueNumbering, dict[int, int]]]:
     """Per queue: the numbering of its RUNNABLE jobs and each share's index in rank order."""
     counts = dict(
-        Job.objects.filter(job_queue_id__in=queue_ids, status=JobStatus.RUNNABLE)
+        Job.objects.filter(job_queue_id__in=queue_ids, **WAITING)
         .values_list("quota_share_id")
         .annotate(n=Count("id"))
     )
@@ -150,11 +154,11 @@ def job_positions(jobs) -> dict:
     query and these. A job that is no longer RUNNABLE, or whose place the counts no longer
     hold, has no position in this answer rather than a wrong one or an error.
     """
-    runnable = [j for j in jobs if j.status == JobStatus.RUNNABLE and j.quota_share_id]
+    runnable = [j for j in jobs if j.shown_status == JobStatus.RUNNABLE and j.quota_share_id]
     if not runnable:
         return {}
     ahead = dict(
-        Job.objects.filter(pk__in=[j.pk for j in runnable], status=JobStatus.RUNNABLE)
+        Job.objects.filter(pk__in=[j.pk for j in runnable], **WAITING)
         .annotate(ahead=_ahead_in_share())
         .values_list("pk", "ahead")
     )
@@ -179,7 +183,7 @@ def queue_snapshot(queue: JobQueue, front: int = 100) -> dict:
         order_by=[F("scheduling_priority").desc(), F("created_at").asc(), F("id").asc()],
     )
     leading = list(
-        Job.objects.filter(job_queue=queue, status=JobStatus.RUNNABLE, quota_share__isnull=False)
+        Job.objects.filter(job_queue=queue, quota_share__isnull=False, **WAITING)
         .annotate(in_share=in_share)
         .filter(in_share__lte=front)
         .values(

@@ -11,6 +11,7 @@ from quotaportal.quotas.models import Job
 LABELS = {
     "submitted": "Submitted",
     "dispatched": "Dispatched",
+    "starting": "Starting: handed to its host",
     "started": "Started",
     "preempted_cross_share": "Preempted (cross-share)",
     "preempted_in_share": "Preempted (in-share)",

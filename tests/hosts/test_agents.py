@@ -8,6 +8,7 @@ import signal
 import sys
 
 import pytest
+from rest_framework.test import APIClient
 
 from quotaportal.hosts.models import GpuHost, Placement
 from quotaportal.quotas.models import Event, EventKind, Job
@@ -135,3 +136,68 @@ def test_a_running_jobs_output_is_visible_before_it_ends(fleet):
 
     wait_until(shows_output, timeout=15, what="the output tail while running")
     assert fleet.status(job) == "RUNNING"
+
+
+HOLDS_ON = (
+    f'{PYTHON} -c "import signal, time; signal.signal(signal.SIGTERM, lambda *a: None); '
+    "print('ignoring SIGTERM', flush=True); time.sleep(120)\""
+)
+
+
+def test_a_victim_stays_running_in_preemption_until_its_ranks_stop_then_waits_again(fleet, people):
+    """AWS keeps a preempted job RUNNING (PREEMPTION_IN_PROGRESS) until it has stopped; here a
+    rank that ignores SIGTERM holds its GPU for the queue's grace period (5 s)."""
+    from quotaportal.awsbatch.job_shapes import describe_shape
+    from quotaportal.notifications.envelopes import notices
+
+    borrowers = [fleet.submit(name=f"a{i}", command=HOLDS_ON) for i in range(4)]
+    wait_until(
+        lambda: all("ignoring SIGTERM" in fleet.output(j) for j in borrowers),
+        what="a to fill all 4 GPUs, each ignoring SIGTERM",
+    )
+    wait_until(lambda: all(fleet.status(j) == "RUNNING" for j in borrowers), what="a to run")
+    for job in borrowers:  # each was handed to its host (STARTING) before it ran
+        kinds = list(Event.objects.filter(job=job).order_by("id").values_list("kind", flat=True))
+        assert kinds[:4] == ["submitted", "dispatched", "starting", "started"]
+    preemptor = fleet.submit(share="b", name="b1", command="sleep 60")
+    wait_until(
+        lambda: Job.objects.filter(pk__in=[j.pk for j in borrowers], preempted_count=1).exists(),
+        what="the reclaim",
+    )
+    victim = Job.objects.get(pk__in=[j.pk for j in borrowers], preempted_count=1)
+    shape = describe_shape(victim)
+    assert shape["status"] == "RUNNING"
+    assert shape["statusReason"].startswith("PREEMPTION_IN_PROGRESS: ")
+    assert shape["startedAt"] == shape["attempts"][-1]["startedAt"] > 0  # running since then
+    assert victim.preemption_stopping
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {people.tokens['alice']}")
+    running = api.get("/api/v1/jobs/?status=RUNNING").json()["results"]
+    assert {j["id"]: j["status"] for j in running}[str(victim.pk)] == "RUNNING"
+    waiting = api.get("/api/v1/jobs/?status=runnable").json()["results"]
+    assert str(victim.pk) not in {j["id"] for j in waiting}
+
+    wait_until(
+        lambda: not Job.objects.get(pk=victim.pk).preemption_stopping,
+        timeout=20,
+        what="the victim's rank to be killed after the grace period",
+    )
+    wait_until(lambda: fleet.status(preemptor) == "RUNNING", what="b1 to start on the freed GPU")
+    victim.refresh_from_db()
+    assert victim.status == "RUNNABLE"  # b1 holds the GPU: the victim waits in line
+    assert describe_shape(victim)["status"] == "RUNNABLE"
+    assert victim.attempts.count() == 1, "it was not planned again while its rank stopped"
+    completed = Event.objects.get(job=victim, kind=EventKind.PREEMPTION_COMPLETED)
+    assert completed.detail["requeued"] is True
+    assert completed.time == victim.attempts.get().placements.get().exited_at
+    started = Event.objects.get(job=victim, kind=EventKind.PREEMPTED_CROSS_SHARE)
+    # What webhooks hear: the preemption started with the job RUNNING; then, once its rank
+    # stopped, the preemption completed and the job went back to RUNNABLE.
+    assert [n.detail_type for n in notices(started, victim)] == [
+        "Batch Service Job Preemption Started"
+    ]
+    after = notices(completed, victim)
+    assert [(n.detail_type, n.status) for n in after][-1] == (
+        "Batch Service Job State Change",
+        "RUNNABLE",
+    )

@@ -66,7 +66,7 @@ def test_a_batch_that_frees_a_gpu_is_answered_with_the_next_job_and_enqueues_no_
     assert batch.work is not None, "the exit freed the GPU: the answer says what runs next"
     assert [p["job_id"] for p in batch.work["placements"]] == [str(second.pk)]
     assert batch.work["horizon"] >= batch.work["placements"][0]["placement"]
-    assert Job.objects.get(pk=second.pk).status == "SCHEDULED"
+    assert Job.objects.get(pk=second.pk).status == "STARTING"  # the answer hands it over
     assert enqueued == [], "the batch ticked itself; no worker tick is needed"
 
 
@@ -119,8 +119,9 @@ def test_a_failed_rank_in_a_batch_retries_the_job_as_a_report_alone_would(one_sl
     assert batch.errors == [None, None]
     failed = first.attempts.get(number=1)
     assert (failed.status_reason, failed.exit_code) == ("Exited with code 3", 3)
-    # Retried, and (first in line) started again by the batch's own tick.
-    assert (first.status, first.attempt_count, first.attempts.count()) == ("SCHEDULED", 1, 2)
+    # Retried, (first in line) started again by the batch's own tick, and handed to its host
+    # by the batch's answer.
+    assert (first.status, first.attempt_count, first.attempts.count()) == ("STARTING", 1, 2)
 
 
 def test_a_batch_out_of_lifecycle_order_is_applied_report_by_report(one_slot):
@@ -422,7 +423,8 @@ def test_a_batch_and_the_tick_it_brings_make_a_fixed_number_of_queries(
     assert [p["job_id"] for p in batch.work["placements"]] == [str(second.pk)]
 
 
-BATCH_QUERIES = 27
+# The answer's handing the next job to its host (STARTING, with its event) is one of them.
+BATCH_QUERIES = 28
 
 
 def test_a_batchs_tick_leaves_time_driven_state_to_the_workers_ticks(one_slot, people):

@@ -13,6 +13,7 @@ from quotaportal.hosts.services.agents import (
 from quotaportal.hosts.services.fleet import (
     HOST_LOST,
     delete_host,
+    finish_quiet_preemptions,
     mark_lost_hosts,
     place_started_jobs,
     release_host,
@@ -37,6 +38,7 @@ __all__ = [
     "delete_host",
     "desired_placements",
     "heartbeat",
+    "finish_quiet_preemptions",
     "mark_lost_hosts",
     "place_started_jobs",
     "register_host",

@@ -20,13 +20,15 @@ from quotaportal.hosts.services.fleet import (
     capacity_changed,
     close_placements,
     close_still_open,
+    record_preemptions_over,
     wake_held_retries,
 )
 from quotaportal.hosts.services.tokens import check_host_name
 from quotaportal.infra import redis_client, wakeups
 from quotaportal.quotas.errors import Forbidden, InvalidInput
-from quotaportal.quotas.models import DISPATCHED, CapacityUnit
+from quotaportal.quotas.models import DISPATCHED, CapacityUnit, JobStatus
 from quotaportal.quotas.services.jobs import MAX_COMMAND_BYTES
+from quotaportal.quotas.services.lifecycle import mark_starting
 
 log = logging.getLogger(__name__)
 
@@ -108,9 +110,10 @@ def host_of(token: AgentToken, name: str) -> GpuHost:
     return host
 
 
-def desired_placements(host: GpuHost) -> tuple[list[dict], int]:
-    """What should run on the host now: open attempts of dispatched jobs placed on it; and the
-    host's newest placement id (host_work's horizon), both read by one statement.
+def desired_placements(host: GpuHost) -> tuple[list[dict], int, list]:
+    """What should run on the host now: open attempts of dispatched jobs placed on it; the
+    host's newest placement id (host_work's horizon), both read by one statement; and the
+    jobs still SCHEDULED among those free to start (an answer hands them to their host).
 
     A retry is held back (listed with `hold`, to start later) while an earlier attempt of the
     same job still runs on a host that is not LOST (a preempted rank checkpointing
@@ -127,16 +130,18 @@ def desired_placements(host: GpuHost) -> tuple[list[dict], int]:
             "world_size": size,
             "master_addr": master,
             "gpu_indices": gpus,
-            "command": command or "true",
+            "command": cmd or "true",
             "grace_seconds": grace,
             "hold": hold,
         }
-        for wanted, placement, job, number, rank, gpus, command, grace, hold, master, size in rows
+        for wanted, placement, job, number, rank, gpus, cmd, grace, hold, master, size, _ in rows
         if wanted
     ]
-    return desired, max((row[1] for row in rows), default=0)
+    handed = sorted({row[2] for row in rows if row[0] and not row[8] and row[11] == SCHEDULED})
+    return desired, max((row[1] for row in rows), default=0), handed
 
 
+SCHEDULED = str(JobStatus.SCHEDULED)
 # A placement whose rank should be running: its attempt is open and it has not exited.
 _WANTED = (
     f"(j.status IN ({', '.join(repr(str(status)) for status in DISPATCHED)}) "
@@ -162,7 +167,8 @@ PLACEMENT_ROWS_SQL = f"""
             JOIN hosts_gpuhost mh ON mh.id = mp.host_id
             WHERE mp.attempt_id = p.attempt_id AND mp.rank = 0
         ) AS master,
-        (SELECT COUNT(*) FROM hosts_placement wp WHERE wp.attempt_id = p.attempt_id) AS world
+        (SELECT COUNT(*) FROM hosts_placement wp WHERE wp.attempt_id = p.attempt_id) AS world,
+        j.status
     FROM hosts_placement p
     JOIN quotas_jobattempt a ON a.id = p.attempt_id
     JOIN quotas_job j ON j.id = a.job_id
@@ -182,12 +188,15 @@ def _placement_rows(host: GpuHost) -> list[tuple]:
         return [_typed(*row) for row in cursor.fetchall()]
 
 
-def _typed(wanted, pk, job, number, rank, gpus, command, grace, hold, master, world) -> tuple:
+def _typed(
+    wanted, pk, job, number, rank, gpus, command, grace, hold, master, world, status
+) -> tuple:
     """A raw row's values as the ORM would give them: JSON arrives as text (and on SQLite
     booleans as 0/1, a UUID as its 32 hex digits)."""
     job = job if isinstance(job, uuid.UUID) else uuid.UUID(job)
     gpus = json.loads(gpus)
-    return bool(wanted), pk, job, number, rank, gpus, command, grace, bool(hold), master, world
+    hold = bool(hold)
+    return bool(wanted), pk, job, number, rank, gpus, command, grace, hold, master, world, status
 
 
 MAX_WAIT_SECONDS = 20.0
@@ -238,9 +247,15 @@ def heartbeat(
         ).exclude(pk__in=running)
         if heard_up_to is not None:
             ended = ended.filter(pk__lte=heard_up_to)
-        not_running = list(ended.values_list("id", "attempt__job_id"))
-        if not_running and close_still_open([pk for pk, _ in not_running], now):
-            wake_held_retries(env_id, [job for _, job in not_running])
+        not_running = list(
+            ended.select_related("attempt").only(
+                "id", "attempt__id", "attempt__job_id", "attempt__preempted"
+            )
+        )
+        if not_running and close_still_open([p.pk for p in not_running], now):
+            # A preempted rank the agent never started: its preemption is over too.
+            record_preemptions_over({p.attempt: now for p in not_running})
+            wake_held_retries(env_id, [p.attempt.job_id for p in not_running])
     work = host_work(host)
     # Never so long that the host's own timeout could pass while it waits here.
     wait = min(max(wait, 0.0), MAX_WAIT_SECONDS, settings.QP_HOST_TIMEOUT / 3)
@@ -317,7 +332,9 @@ def host_work(host: GpuHost) -> dict:
     one and leaves it out says it has ended for good. The horizon and the placements are read
     by one statement, from one snapshot, so every placement up to it is seen.
     """
-    desired, horizon = desired_placements(host)
+    desired, horizon, handed = desired_placements(host)
+    if handed:  # on their way to the host, which launches them: STARTING, as AWS says
+        mark_starting(handed)
     return {
         "placements": desired,
         "version": placements_version(desired),

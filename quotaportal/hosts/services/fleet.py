@@ -82,6 +82,27 @@ def record_preemptions_over(closed: dict) -> None:
     )
 
 
+def finish_quiet_preemptions(queue_id: int, now) -> int:
+    """Jobs still waiting for their preempted ranks to stop, none of which is open on any host
+    now: their completion went unrecorded (a crash between the last exit and its record), so
+    it is recorded here, each tick, and they are planned again. How many."""
+    waiting = list(
+        Job.objects.filter(job_queue_id=queue_id, preemption_stopping=True).values_list(
+            "pk", flat=True
+        )
+    )
+    if not waiting:
+        return 0
+    still_open = set(
+        Placement.objects.filter(
+            attempt__job_id__in=waiting, attempt__preempted=True, exited_at__isnull=True
+        ).values_list("attempt__job_id", flat=True)
+    )
+    done = {pk: now for pk in waiting if pk not in still_open}
+    preemptions_completed(done)
+    return len(done)
+
+
 def wake_held_retries(env_id: int, job_ids) -> None:
     """Ranks of these jobs closed: a retry of one that waited for them (held back, see
     agents.desired_placements) may start now, so its host's waiting heartbeat is woken."""

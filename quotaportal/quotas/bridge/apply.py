@@ -206,6 +206,7 @@ VICTIM_FIELDS = [
     "scheduled_at",
 ]
 PREEMPTED_FIELDS = [
+    "preemption_stopping",
     "preempted_count",
     "recent_preemptions",
     "status",
@@ -239,6 +240,8 @@ def _preempt(job: Job, preemption, queue: JobQueue, now: datetime, stopped: bool
     job.status_reason = RETRIES_EXHAUSTED if exhausted else reason
     job.stopped_at = now if exhausted else None
     job.scheduled_at = job.started_at = None  # written in bulk by the caller
+    # Its ranks wind down first (LOCAL): left out of plans, shown RUNNING, until they stop.
+    job.preemption_stopping = not stopped and not exhausted
     about_job = {"job_id": job.pk, "queue_id": queue.pk, "share_id": job.quota_share_id}
     events = [
         event_row(

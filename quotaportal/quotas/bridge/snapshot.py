@@ -298,12 +298,15 @@ ACTIVE_JOBS_SQL = """
     FROM quotas_job j
     WHERE j.job_queue_id = %s AND j.quota_share_id IS NOT NULL
       AND j.status IN ('RUNNABLE', 'SCHEDULED', 'STARTING', 'RUNNING')
+      AND NOT j.preemption_stopping
 """
 
 
 def active_columns(queue_id: int) -> tuple[list, ...]:
     """The queue's active jobs, one list per column: ids, share ids, unit ids, quantities,
-    priorities, created, dispatched (None while RUNNABLE) and pending reasons."""
+    priorities, created, dispatched (None while RUNNABLE) and pending reasons. A preempted job
+    whose ranks still stop is in none: its capacity is its preemptor's, and it may not start
+    again before they have stopped."""
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.cursor.format = pq.Format.BINARY  # psycopg: for this cursor's results
@@ -314,6 +317,7 @@ def active_columns(queue_id: int) -> tuple[list, ...]:
         job_queue_id=queue_id,
         quota_share__isnull=False,
         status__in=(JobStatus.RUNNABLE, *DISPATCHED),
+        preemption_stopping=False,
     ).values_list(
         "id",
         "quota_share_id",

@@ -19,6 +19,7 @@ from quotaportal.quotas.models.jobs import (
     JobAttempt,
     JobStatus,
     PendingReason,
+    shown_status_is,
 )
 from quotaportal.quotas.models.resources import (
     ENVIRONMENT_TOO_SMALL,
@@ -44,6 +45,7 @@ from quotaportal.quotas.models.tokens import PersonalToken, Scope
 from quotaportal.quotas.models.whatif import WhatIf, WhatIfSource, WhatIfStatus
 
 __all__ = [
+    "shown_status_is",
     "PersonalToken",
     "Scope",
     "ENVIRONMENT_TOO_SMALL",

@@ -13,6 +13,7 @@ from quotaportal.quotas.models.resources import JobQueue, QuotaShare
 class EventKind(models.TextChoices):
     SUBMITTED = "submitted"
     DISPATCHED = "dispatched"
+    STARTING = "starting"  # handed to the host that launches it (LOCAL)
     STARTED = "started"
     PREEMPTED_CROSS_SHARE = "preempted_cross_share"
     PREEMPTED_IN_SHARE = "preempted_in_share"

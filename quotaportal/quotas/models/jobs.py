@@ -38,6 +38,16 @@ class PendingReason(models.TextChoices):
     NO_CAPACITY_LIMIT_FOR_UNIT = "NO_CAPACITY_LIMIT_FOR_UNIT"
 
 
+def shown_status_is(status: str) -> Q:
+    """Jobs whose `shown_status` is `status`, as a filter."""
+    stopping = Q(status=JobStatus.RUNNABLE, preemption_stopping=True)
+    if status == JobStatus.RUNNING:
+        return Q(status=JobStatus.RUNNING) | stopping
+    if status == JobStatus.RUNNABLE:
+        return Q(status=JobStatus.RUNNABLE, preemption_stopping=False)
+    return Q(status=status)
+
+
 class Job(models.Model):
     """A service job: what to run, in which share, how many instances, and where it stands.
 
@@ -85,6 +95,11 @@ class Job(models.Model):
     preempted_count = models.PositiveIntegerField(default=0)
     recent_preemptions = models.JSONField(default=list, blank=True)
     is_terminated = models.BooleanField(default=False)
+    # Preempted on a backend whose ranks wind down (LOCAL, the queue's grace period): RUNNABLE
+    # in the table, but the planner leaves it out until its ranks have stopped, and it shows
+    # as RUNNING with its PREEMPTION_IN_PROGRESS reason, as AWS keeps a preempted job until it
+    # stops (`shown_status`). Cleared when the preemption completes.
+    preemption_stopping = models.BooleanField(default=False, db_default=False)
     # When a forward simulation of the queue expects this RUNNABLE job to start (services.
     # estimates); None until one has run, or when it does not start within the horizon.
     estimated_start_at = models.DateTimeField(null=True, blank=True)
@@ -101,6 +116,12 @@ class Job(models.Model):
             models.Index(fields=["job_queue", "status"], name="job_queue_status"),
             models.Index(fields=["quota_share", "status"], name="job_share_status"),
             models.Index(fields=["-created_at"], name="job_created"),
+            # The LOCAL backend's sweep for preemptions whose completion went unrecorded.
+            models.Index(
+                fields=["job_queue"],
+                condition=Q(preemption_stopping=True),
+                name="job_preemption_stopping",
+            ),
         ]
         constraints = [
             models.CheckConstraint(condition=Q(quantity__gte=1), name="job_quantity_at_least_1"),
@@ -138,6 +159,14 @@ class Job(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.id})"
+
+    @property
+    def shown_status(self) -> str:
+        """The status people and AWS clients see: a preempted job whose ranks still stop is
+        RUNNING (its reason says PREEMPTION_IN_PROGRESS) until they have."""
+        if self.preemption_stopping and self.status == JobStatus.RUNNABLE:
+            return JobStatus.RUNNING
+        return self.status
 
     @property
     def is_final(self) -> bool:

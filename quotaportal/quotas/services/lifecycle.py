@@ -246,13 +246,84 @@ def mark_started(job: Job, now=None) -> bool:
 NOT_YET_RUNNING = (JobStatus.SCHEDULED, JobStatus.STARTING)
 
 
+# mark_starting's writes as one statement (every answer that hands a host its next job runs
+# it): the jobs still SCHEDULED become STARTING, each with its STARTING event.
+STARTING_SQL = f"""
+    WITH starting AS (
+        UPDATE quotas_job AS j SET status = 'STARTING'
+        WHERE j.id = ANY(%(ids)s::uuid[]) AND j.status = 'SCHEDULED'
+        RETURNING j.id, j.job_queue_id, j.quota_share_id
+    ), events AS (
+        INSERT INTO quotas_event (time, actor_name, kind, job_id, share_id, job_queue_id, detail)
+        SELECT %(now)s, 'system', '{EventKind.STARTING}', id, quota_share_id, job_queue_id,
+            '{{}}'::jsonb
+        FROM starting
+    )
+    SELECT COUNT(*) FROM starting
+"""
+
+
+def mark_starting(job_ids: list) -> int:
+    """These SCHEDULED jobs were handed to the hosts that launch them (a LOCAL agent's answer
+    lists their ranks): STARTING until a host reports them running. Each with its event."""
+    now = timezone.now()
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(STARTING_SQL, {"ids": [str(pk) for pk in job_ids], "now": now})
+            count = cursor.fetchone()[0]
+        if count:
+            events_written()
+        return count
+    with transaction.atomic():
+        moved = list(
+            Job.objects.select_for_update()
+            .filter(pk__in=job_ids, status=JobStatus.SCHEDULED)
+            .values_list("id", "job_queue_id", "quota_share_id")
+        )
+        Job.objects.filter(pk__in=[row[0] for row in moved]).update(status=JobStatus.STARTING)
+        insert_events(
+            [
+                event_row(EventKind.STARTING, job_id=pk, queue_id=queue, share_id=share, when=now)
+                for pk, queue, share in moved
+            ]
+        )
+    return len(moved)
+
+
 def preemptions_completed(stopped: dict) -> None:
     """The preempted attempts of these jobs have stopped (job id -> when; a LOCAL job's last
-    rank exited): their preemptions are over."""
+    rank exited): their preemptions are over. A job that waited for that to be planned again
+    is RUNNABLE now, to the planner too: its queue is re-planned."""
+    if not stopped:
+        return
+    released = _stop_waiting(list(stopped))
     jobs = Job.objects.filter(pk__in=list(stopped)).only(
-        "id", "job_queue_id", "quota_share_id", "preempted_count"
+        "id", "job_queue_id", "quota_share_id", "preempted_count", "status"
     )
-    insert_events([preemption_completed(job, job.job_queue_id, stopped[job.pk]) for job in jobs])
+    # A job terminated while its ranks stopped is FAILED: released, but not back in line.
+    requeued = {job.pk for job in jobs if job.pk in released and job.status == JobStatus.RUNNABLE}
+    insert_events(
+        [
+            preemption_completed(job, job.job_queue_id, stopped[job.pk], job.pk in requeued)
+            for job in jobs
+        ]
+    )
+    for queue_id in {job.job_queue_id for job in jobs if job.pk in requeued}:
+        queue_changed(queue_id)
+
+
+def _stop_waiting(job_ids: list) -> set:
+    """Clear the jobs' preemption_stopping; the ids of those whose flag this cleared. Their
+    rows are locked first, so two reports of the same last exit release a job once."""
+    with transaction.atomic():
+        released = set(
+            Job.objects.select_for_update()
+            .filter(pk__in=job_ids, preemption_stopping=True)
+            .values_list("pk", flat=True)
+        )
+        if released:
+            Job.objects.filter(pk__in=released).update(preemption_stopping=False)
+    return released
 
 
 # mark_started_in_bulk's writes as one statement: the jobs still on their way run, each with

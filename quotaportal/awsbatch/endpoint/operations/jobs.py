@@ -31,7 +31,7 @@ from quotaportal.awsbatch.job_shapes import (
 )
 from quotaportal.quotas import selectors, services
 from quotaportal.quotas.errors import Conflict, ServiceError
-from quotaportal.quotas.models import Backend, JobStatus
+from quotaportal.quotas.models import Backend, JobStatus, shown_status_is
 
 MAX_TERMINATE_BATCH = 50
 
@@ -134,7 +134,7 @@ def _filtered(jobs, body: dict):
     if len(filters) > 1:
         raise AwsError("give at most one filter")
     if not filters:
-        return jobs.filter(status=status)
+        return jobs.filter(shown_status_is(status))
     rule = filters[0]
     if not isinstance(rule, dict):
         raise AwsError("a filter is an object {name, values}")
@@ -145,7 +145,7 @@ def _filtered(jobs, body: dict):
     if not values or not all(isinstance(v, str) and v for v in values):
         raise AwsError("filter values must be a non-empty list of strings")
     if name == "QUOTA_SHARE_NAME":
-        return jobs.filter(status=status, share_name__in=values)
+        return jobs.filter(shown_status_is(status), share_name__in=values)
     if name == "SHARE_IDENTIFIER":
         return jobs.none()  # quota-share queues have no fair-share identifiers
     if name == "JOB_NAME":
