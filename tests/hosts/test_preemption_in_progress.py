@@ -120,3 +120,13 @@ def test_a_heartbeat_that_no_longer_runs_the_rank_ends_the_preemption(preempted)
     low.refresh_from_db()
     assert not low.preemption_stopping
     assert Event.objects.get(job=low, kind=EventKind.PREEMPTION_COMPLETED).detail["requeued"]
+
+
+def test_the_job_page_says_its_ranks_are_stopping(preempted, client, people):
+    token, queue, placement, low, high = preempted
+    client.force_login(people.alice)
+    page = client.get(f"/jobs/{low.pk}/").content.decode()
+    assert 'data-testid="status">RUNNING<' in page
+    assert "its ranks are stopping" in page
+    listed = client.get("/jobs/?status=RUNNING").content.decode()
+    assert str(low.pk) in listed
