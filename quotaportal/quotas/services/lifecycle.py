@@ -290,18 +290,26 @@ def mark_starting(job_ids: list) -> int:
     return len(moved)
 
 
+@transaction.atomic
 def preemptions_completed(stopped: dict) -> None:
     """The preempted attempts of these jobs have stopped (job id -> when; a LOCAL job's last
     rank exited): their preemptions are over. A job that waited for that to be planned again
-    is RUNNABLE now, to the planner too: its queue is re-planned."""
+    is RUNNABLE now, to the planner too: its queue is re-planned. The rows are read locked,
+    so two reports of the same last exit release a job once."""
     if not stopped:
         return
-    released = _stop_waiting(list(stopped))
-    jobs = Job.objects.filter(pk__in=list(stopped)).only(
-        "id", "job_queue_id", "quota_share_id", "preempted_count", "status"
+    jobs = list(
+        Job.objects.select_for_update()
+        .filter(pk__in=list(stopped))
+        .only("job_queue_id", "quota_share_id", "preempted_count", "status", "preemption_stopping")
     )
+    released = [job.pk for job in jobs if job.preemption_stopping]
+    if released:
+        Job.objects.filter(pk__in=released).update(preemption_stopping=False)
     # A job terminated while its ranks stopped is FAILED: released, but not back in line.
-    requeued = {job.pk for job in jobs if job.pk in released and job.status == JobStatus.RUNNABLE}
+    requeued = {
+        job.pk for job in jobs if job.preemption_stopping and job.status == JobStatus.RUNNABLE
+    }
     insert_events(
         [
             preemption_completed(job, job.job_queue_id, stopped[job.pk], job.pk in requeued)
@@ -310,20 +318,6 @@ def preemptions_completed(stopped: dict) -> None:
     )
     for queue_id in {job.job_queue_id for job in jobs if job.pk in requeued}:
         queue_changed(queue_id)
-
-
-def _stop_waiting(job_ids: list) -> set:
-    """Clear the jobs' preemption_stopping; the ids of those whose flag this cleared. Their
-    rows are locked first, so two reports of the same last exit release a job once."""
-    with transaction.atomic():
-        released = set(
-            Job.objects.select_for_update()
-            .filter(pk__in=job_ids, preemption_stopping=True)
-            .values_list("pk", flat=True)
-        )
-        if released:
-            Job.objects.filter(pk__in=released).update(preemption_stopping=False)
-    return released
 
 
 # mark_started_in_bulk's writes as one statement: the jobs still on their way run, each with
