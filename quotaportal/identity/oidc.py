@@ -182,9 +182,9 @@ class SignIn(OIDCAuthenticationRequestView):
     get_settings = staticmethod(setting)
 
     def __init__(self, *args, **kwargs):
-        View.__init__(
-            self, *args, **kwargs
-        )  # the endpoint is read in get(), where a failure can answer
+        # Not the library's: it reads the endpoint here, where a provider that is down
+        # could only raise; get() reads it and can answer with the reason.
+        View.__init__(self, *args, **kwargs)
 
     def get(self, request):
         if not configured():

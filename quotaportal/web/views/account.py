@@ -18,12 +18,12 @@ from quotaportal.awsbatch.models import AccessKey
 from quotaportal.identity import oidc
 from quotaportal.quotas.errors import Forbidden, ServiceError
 from quotaportal.quotas.models import PersonalToken
-from quotaportal.quotas.permissions import is_platform_admin
 from quotaportal.quotas.services import accounts
 from quotaportal.quotas.services import tokens as token_services
 from quotaportal.web.forms import show_service_errors
 from quotaportal.web.notification_forms import PersonalTokenForm
 from quotaportal.web.views.common import forbid_on
+from quotaportal.web.views.manage_common import require_admin
 
 
 class SignInView(auth_views.LoginView):
@@ -73,9 +73,7 @@ def api_tokens(request):
 def api_token_revoke(request, pk):
     """Owners revoke their own tokens; admins anyone's (from the console's list)."""
     token = get_object_or_404(PersonalToken.objects.select_related("user"), pk=pk)
-    if token.user_id != request.user.pk and not is_platform_admin(request.user):
-        raise PermissionDenied("you can only revoke your own API tokens")
-    try:
+    try:  # the service says who may
         token_services.revoke_token(request.user, token)
     except Forbidden as err:
         forbid_on(err)
@@ -96,8 +94,7 @@ def legacy_token_revoke(request):
 @login_required
 def manage_tokens(request):
     """Every active personal token, for admins to see who can call the API and revoke."""
-    if not is_platform_admin(request.user):
-        raise PermissionDenied("only admins can see everyone's API tokens")
+    require_admin(request)
     active = PersonalToken.objects.filter(revoked_at__isnull=True).select_related("user")
     legacy = Token.objects.select_related("user").order_by("user__username")
     context = {"tokens": active.order_by("user__username", "-created_at"), "legacy": legacy}
