@@ -139,6 +139,11 @@ class Snapshot:
     # queue must come down to: before anything else the tick preempts dispatched jobs until
     # it fits. Other drops in capacity never preempt; the excess drains as jobs end.
     fit_to: Mapping[str, int] = field(default_factory=dict)
+    # A narrow snapshot (scheduler.heads) holds only the first RUNNABLE jobs of each share's
+    # line: these shares have more waiting behind the ones it holds ...
+    more_waiting: frozenset[str] = frozenset()
+    # ... and these are some of them (jobs not explained yet), to be explained, never planned.
+    beyond: tuple[Job, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,12 +176,20 @@ class Plan:
 
     now: float
     dispatches: tuple[Dispatch, ...] = ()
+    # Worked out when first read (scheduler.pending.Explanation).
     pending: Mapping[str, Pending] = field(default_factory=dict)
-    # Shares with RUNNABLE jobs in the order the queue serves them; position_in_queue of a
-    # share's k-th job follows from it and the shares' RUNNABLE counts (see scheduler.pending).
-    share_ranking: tuple[str, ...] = ()
     # Jobs preempted to fit capacity that went away (kind CAPACITY), before any dispatch.
     evictions: tuple[Preemption, ...] = ()
+    # Shares of a narrow snapshot whose jobs the plan ran out of while more wait: the plan
+    # depends on jobs it was not given, so it must not be applied; plan again with more of
+    # these shares' lines (scheduler.heads does).
+    short_of: tuple[str, ...] = ()
+
+    @property
+    def share_ranking(self) -> tuple[str, ...]:
+        """Shares with RUNNABLE jobs in the order the queue serves them; position_in_queue of
+        a share's k-th job follows from it and the shares' RUNNABLE counts."""
+        return getattr(self.pending, "ranking", ())
 
     @property
     def preemptions(self) -> tuple[Preemption, ...]:

@@ -20,7 +20,7 @@ share's second job, and so on.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from functools import partial
 from itertools import accumulate, repeat
 from operator import add, attrgetter, itemgetter
@@ -52,9 +52,9 @@ def reason_for(ledger: Ledger, share: Share, job: Job) -> PendingReason:
 
 def _final_entries(queue: ShareQueue, victims: list[Job]) -> list[tuple]:
     taken = queue.taken
-    entries = (
-        [entry for entry in queue.entries if entry[3].id not in taken] if taken else queue.entries
-    )
+    entries = queue.entries.every()
+    if taken:
+        entries = [entry for entry in entries if entry[3].id not in taken]
     if victims:
         entries = entries.copy()
         for victim in victims:
@@ -91,15 +91,53 @@ _unit = attrgetter("unit")
 _job_id = itemgetter(2)
 
 
+class Explanation(Mapping):
+    """A plan's pending reasons (job id -> Pending) and share ranking, worked out when first
+    read: explaining every waiting job costs more than deciding what starts, and a caller that
+    only needs the decisions, or the reasons of a few jobs, should not pay for all of them.
+
+    It reads the tick's final state, which nothing changes once the plan is made."""
+
+    def __init__(self, queues, preempted, ledger, ordering, positions, beyond=()):
+        self._inputs = (queues, preempted, ledger, ordering, positions, beyond)
+        self._pending: dict[str, Pending] | None = None
+        self._ranking: tuple[str, ...] = ()
+
+    def _worked_out(self) -> dict[str, Pending]:
+        if self._pending is None:
+            self._pending, self._ranking = pending_reasons(*self._inputs)
+            self._inputs = None
+        return self._pending
+
+    def __getitem__(self, job_id: str) -> Pending:
+        return self._worked_out()[job_id]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._worked_out())
+
+    def __len__(self) -> int:
+        return len(self._worked_out())
+
+    @property
+    def ranking(self) -> tuple[str, ...]:
+        self._worked_out()
+        return self._ranking
+
+
 def pending_reasons(
     queues: Mapping[str, ShareQueue],
     preempted: Mapping[str, list[Job]],
     ledger: Ledger,
     ordering: Ordering,
     positions: bool = True,
+    beyond: Sequence[Job] = (),
 ) -> tuple[dict[str, Pending], tuple[str, ...]]:
     """Pending info per RUNNABLE job, and the shares that have some in queue-rank order.
-    Without `positions` every position is 0 (numbering 100k jobs is a third of the work)."""
+    Without `positions` every position is 0 (numbering 100k jobs is a third of the work).
+
+    `beyond`: jobs known to wait behind the ones a narrow snapshot holds of their share. They
+    get their reason (with STRICT ordering: behind the head) but no positions: numbering them
+    needs the whole line."""
     per_share = []
     for name, queue in queues.items():
         entries = _final_entries(queue, preempted.get(name, []))
@@ -109,9 +147,23 @@ def pending_reasons(
     per_share.sort(key=lambda item: item[0])
     ranking = tuple(rank[3] for rank, _, _ in per_share)
     ranked = [(e, r) for _, e, r in per_share]
-    if not positions:
-        return _unnumbered(ranked), ranking
+    if beyond or not positions:
+        pending = _unnumbered(ranked)
+        pending.update(_beyond_reasons(queues, ledger, ordering, beyond))
+        return pending, ranking
     return _number_in_queue_order(ranked), ranking
+
+
+def _beyond_reasons(queues, ledger: Ledger, ordering: Ordering, beyond: Sequence[Job]):
+    for job in beyond:
+        share = queues[job.share].share
+        if ordering is Ordering.BEST_EFFORT:
+            reason = reason_for(ledger, share, job)
+        elif share.limit(job.unit) > 0:
+            reason = _R.BEHIND_SHARE_HEAD
+        else:
+            reason = _R.NO_CAPACITY_LIMIT_FOR_UNIT
+        yield job.id, _UNNUMBERED[reason]
 
 
 _UNNUMBERED = {reason: Pending(reason, 0, 0) for reason in _R}

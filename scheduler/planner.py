@@ -34,7 +34,7 @@ from scheduler.model import (
     job_field,
     runnable_and_dispatched,
 )
-from scheduler.pending import pending_reasons
+from scheduler.pending import Explanation
 from scheduler.queues import ShareQueue
 from scheduler.victims import VictimPool
 
@@ -56,7 +56,8 @@ _id, _share, _priority, _created = map(job_field, ("id", "share", "priority", "c
 
 
 def _group_runnable(runnable: list[Job], shares: dict[str, Share]) -> dict[str, list]:
-    """Sorted RUNNABLE entries of the shares that have some, in share-name order."""
+    """RUNNABLE entries of the shares that have some, in share-name order (each share's
+    entries unsorted: its ShareQueue orders them as far as the plan reads them)."""
     grouped: dict[str, list] = defaultdict(list)
     # (-priority, created_at, id, job), built at C speed: this runs for every RUNNABLE job.
     entries = zip(
@@ -72,8 +73,6 @@ def _group_runnable(runnable: list[Job], shares: dict[str, Share]) -> dict[str, 
     if unknown:
         job = grouped[unknown[0]][0][3]
         raise ValueError(f"job {job.id} names unknown share {job.share!r}")
-    for entries in grouped.values():
-        entries.sort()
     return {name: grouped[name] for name in sorted(grouped)}
 
 
@@ -93,8 +92,9 @@ class _Tick:
         self.victims = VictimPool(dispatched)
         # Only shares with RUNNABLE jobs get a queue (most of a large fleet's shares have none
         # waiting); a share whose job is preempted this tick gets one then (_queue_of).
+        self.more_waiting = snapshot.more_waiting
         self.queues = {
-            name: ShareQueue(self.shares[name], self.ordering, entries)
+            name: ShareQueue(self.shares[name], self.ordering, entries, name in self.more_waiting)
             for name, entries in _group_runnable(runnable, self.shares).items()
         }
         self.dispatches: list[Dispatch] = []
@@ -102,6 +102,11 @@ class _Tick:
         self.preempted: dict[str, list[Job]] = defaultdict(list)
         self.fit_to = snapshot.fit_to
         self.victim_shares: set[str] = set()  # shares that lost jobs since step 1 last looked
+        self.beyond = snapshot.beyond
+        for job in self.beyond:
+            if job.share not in self.shares:
+                raise ValueError(f"job {job.id} names unknown share {job.share!r}")
+            self._queue_of(job.share)
 
     def run(self, explain: bool = True, positions: bool = True) -> Plan:
         self.fit_capacity()
@@ -109,12 +114,13 @@ class _Tick:
         self.preempt_within_shares()
         self.borrow_idle_capacity()
         evictions = tuple(self.evictions)
+        short_of = tuple(sorted(name for name, queue in self.queues.items() if queue.exhausted))
         if not explain:
-            return Plan(self.now, tuple(self.dispatches), evictions=evictions)
-        pending, ranking = pending_reasons(
-            self.queues, self.preempted, self.ledger, self.ordering, positions
+            return Plan(self.now, tuple(self.dispatches), evictions=evictions, short_of=short_of)
+        pending = Explanation(
+            self.queues, self.preempted, self.ledger, self.ordering, positions, self.beyond
         )
-        return Plan(self.now, tuple(self.dispatches), pending, ranking, evictions)
+        return Plan(self.now, tuple(self.dispatches), pending, evictions, short_of)
 
     # -- step 0 ---------------------------------------------------------------------------
 
@@ -249,7 +255,8 @@ class _Tick:
 
     def _queue_of(self, name: str) -> ShareQueue:
         if name not in self.queues:
-            self.queues[name] = ShareQueue(self.shares[name], self.ordering, [])
+            more = name in self.more_waiting
+            self.queues[name] = ShareQueue(self.shares[name], self.ordering, [], more)
         return self.queues[name]
 
 

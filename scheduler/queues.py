@@ -6,6 +6,7 @@ preempted job (which keeps its created_at) returns to its place.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterator
 
 from scheduler.model import Job, Ordering, Share
@@ -17,6 +18,38 @@ def order_key(job: Job) -> OrderKey:
     return (-job.priority, job.created_at, job.id)
 
 
+class Line:
+    """A share's RUNNABLE entries, sorted only as far as they are read.
+
+    A tick reads a few heads of each share's line; sorting every line in full cost as much as
+    the rest of the plan. The entries are heapified (linear) and popped in order on demand;
+    `every()` sorts the rest when the whole line is wanted (explaining every waiting job).
+    """
+
+    __slots__ = ("_heap", "_sorted")
+
+    def __init__(self, entries: list[tuple]):
+        heapq.heapify(entries)
+        self._heap = entries
+        self._sorted: list[tuple] = []
+
+    def __len__(self) -> int:
+        return len(self._sorted) + len(self._heap)
+
+    def __getitem__(self, index: int) -> tuple:
+        ordered, heap = self._sorted, self._heap
+        while len(ordered) <= index and heap:
+            ordered.append(heapq.heappop(heap))
+        return ordered[index]
+
+    def every(self) -> list[tuple]:
+        if self._heap:
+            self._heap.sort()
+            self._sorted.extend(self._heap)
+            self._heap = []
+        return self._sorted
+
+
 class ShareQueue:
     """The runnable jobs of one share during one tick.
 
@@ -26,6 +59,10 @@ class ShareQueue:
     block nobody.
     With STRICT ordering the planner only ever looks at the head. With BEST_EFFORT, once the
     head cannot start, `cursor` walks past it to later jobs that may start without preempting.
+
+    A narrow snapshot holds only the first jobs of a long line (`more_beyond`: more wait
+    behind them). Should the walk reach the end of what it holds, the plan would depend on
+    jobs it was not given: `exhausted` says so, and the caller widens the line and plans again.
     """
 
     __slots__ = (
@@ -38,12 +75,18 @@ class ShareQueue:
         "blocked",
         "skipping",
         "victim_leads",
+        "more_beyond",
+        "exhausted",
     )
 
-    def __init__(self, share: Share, ordering: Ordering, entries: list[tuple]):
+    def __init__(
+        self, share: Share, ordering: Ordering, entries: list[tuple], more_beyond: bool = False
+    ):
         self.share = share
         self.ordering = ordering
-        self.entries = entries  # sorted (-priority, created_at, id, job) tuples
+        self.entries = Line(entries)  # (-priority, created_at, id, job) tuples, in that order
+        self.more_beyond = more_beyond
+        self.exhausted = False
         self.taken: set[str] = set()
         self.blocked = False  # STRICT: nothing more starts from this share this tick
         self.skipping = False  # BEST_EFFORT: the head could not start, later jobs may
@@ -65,6 +108,10 @@ class ShareQueue:
         self.cursor = max(self.cursor, self.head_index)
         while self.cursor < len(entries) and not self._startable(self.cursor):
             self.cursor += 1
+        if self.more_beyond and (
+            self.head_index >= len(entries) or self.skipping and self.cursor >= len(entries)
+        ):
+            self.exhausted = True
 
     @property
     def head(self) -> Job | None:
@@ -110,6 +157,6 @@ class ShareQueue:
 
     def remaining(self) -> Iterator[Job]:
         taken = self.taken
-        for entry in self.entries:
+        for entry in self.entries.every():
             if entry[3].id not in taken:
                 yield entry[3]
