@@ -203,6 +203,12 @@ QP_LONG_POLL_SLOTS = envint("QP_LONG_POLL_SLOTS", max(1, envint("QP_WEB_THREADS"
 QP_IMMEDIATE_TICKS = envbool("QP_IMMEDIATE_TICKS", True)
 # A tick re-plans a queue nothing has changed at least this often, as a safety net.
 QP_FULL_REPLAN_SECONDS = envint("QP_FULL_REPLAN_SECONDS", 30)
+# A STRICT queue's tick reads the first QP_TICK_HEADS jobs of each share's line (more where
+# the plan needs them) and every job only every QP_FULL_PLAN_SECONDS (0: every tick).
+QP_TICK_HEADS = envint("QP_TICK_HEADS", 8)
+if QP_TICK_HEADS < 1:
+    raise ValueError(f"QP_TICK_HEADS must be at least 1, got {QP_TICK_HEADS}")
+QP_FULL_PLAN_SECONDS = envint("QP_FULL_PLAN_SECONDS", 300)
 # /healthz answers 503 when an ENABLED queue has not ticked for this long (beat or worker down).
 QP_HEALTH_TICK_AGE = envint("QP_HEALTH_TICK_AGE", max(30, 5 * QP_TICK_SECONDS))
 # Scheduler runs and utilization samples older than this are pruned by beat.

@@ -6,7 +6,7 @@ import json
 from io import StringIO
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from rest_framework.authtoken.models import Token
 
 from quotaportal.quotas.models import Job
@@ -70,6 +70,27 @@ def test_bench_tick_reports_its_figures():
         "--json",
     )
     figures = json.loads(out)
-    assert {"tick_ms", "select_ms", "ratio", "replan_ms", "dispatch_tick_ms"} <= set(figures)
+    assert {
+        "tick_ms",
+        "select_ms",
+        "ratio",
+        "replan_ms",
+        "full_plan_ms",
+        "dispatch_tick_ms",
+    } <= set(figures)
     assert figures["runnable"] == 300
+    assert figures["dispatch_tick_started"] > 0
     assert not Job.objects.exists(), "bench_tick rolls its data back"
+
+
+@pytest.mark.django_db
+def test_bench_tick_measures_a_curve_of_sizes_in_one_run():
+    out = run("bench_tick", "--runnable", "50,400", "--dispatched", "20", "--shares", "4")
+    out += run("bench_tick", "--runnable", "50,400", "--shares", "4", "--repeat", "1", "--json")
+    assert [row["runnable"] for row in json.loads(out.splitlines()[-1])] == [50, 400]
+    assert "dispatch_tick_ms" in out
+
+
+def test_bench_tick_says_what_to_fix_in_a_bad_size():
+    with pytest.raises(CommandError, match="separated by commas"):
+        run("bench_tick", "--runnable", "10k")

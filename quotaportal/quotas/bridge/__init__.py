@@ -13,9 +13,11 @@ from quotaportal.quotas.bridge.apply import (
     apply_plan,
     write_pending,
 )
+from quotaportal.quotas.bridge.heads import plan_heads, reads_heads
 from quotaportal.quotas.bridge.snapshot import (
     ACTIVE_JOBS_SQL,
     Loaded,
+    Terms,
     active_columns,
     capacity_now,
     capacity_of,
@@ -24,6 +26,7 @@ from quotaportal.quotas.bridge.snapshot import (
     load_snapshot,
     most_capacity,
     next_reservation_end,
+    queue_terms,
     scheduler_share,
     share_limits,
     share_of,
@@ -38,6 +41,7 @@ __all__ = [
     "RECENT_PREEMPTIONS_KEPT",
     "RETRIES_EXHAUSTED",
     "Loaded",
+    "Terms",
     "active_columns",
     "apply_plan",
     "capacity_now",
@@ -47,6 +51,9 @@ __all__ = [
     "load_snapshot",
     "most_capacity",
     "next_reservation_end",
+    "plan_heads",
+    "queue_terms",
+    "reads_heads",
     "scheduler_share",
     "share_limits",
     "share_of",

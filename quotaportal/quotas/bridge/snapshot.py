@@ -6,6 +6,7 @@ jobs (built at C speed); capacity_of and friends tell what the queue may use now
 
 from __future__ import annotations
 
+import hashlib
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
@@ -201,6 +202,13 @@ class Loaded:
     pending: dict[str, str]  # RUNNABLE job id -> stored pending reason
     share_ids: dict[str, int]
     share_ranks: dict[str, int | None]
+    terms: str = ""  # Terms.digest
+    reads: int = 1  # snapshots read: a plan from the heads may widen and read again
+
+    @property
+    def full(self) -> bool:
+        """Whether it holds every active job (not only the heads of the shares' lines)."""
+        return not self.snapshot.more_waiting
 
 
 def share_limits(queue: JobQueue, unit_names: dict[int, str] | None = None) -> dict:
@@ -252,26 +260,63 @@ def _queue_shares(queue_id: int, unit_names: dict[int, str]) -> list[_ShareRow]:
     ]
 
 
-def load_snapshot(
-    queue: JobQueue, now: datetime | None = None, fit_units: set[str] = frozenset()
-) -> Loaded:
+@dataclass
+class Terms:
+    """A queue's shares as the planner sees them, and a digest of what the reasons of jobs
+    behind the shares' heads depend on: the queue's ordering and the units each share has a
+    limit for (BEHIND_SHARE_HEAD, or NO_CAPACITY_LIMIT_FOR_UNIT). A tick that reads only the
+    heads explains the others by it, so a new digest brings a full plan."""
+
+    rows: list[_ShareRow]
+    units: _UnitNames
+    digest: str
+
+    @property
+    def shares(self) -> tuple[Share, ...]:
+        return tuple(row.share for row in self.rows)
+
+    @property
+    def names(self) -> dict[int, str]:
+        return {row.id: row.share.name for row in self.rows}
+
+    def loaded(self, snapshot: Snapshot, pending: dict[str, str], reads: int = 1) -> Loaded:
+        return Loaded(
+            snapshot,
+            pending,
+            {r.share.name: r.id for r in self.rows},
+            {r.share.name: r.rank for r in self.rows},
+            self.digest,
+            reads,
+        )
+
+
+def queue_terms(queue: JobQueue) -> Terms:
     units = _UnitNames()
-    share_rows = _queue_shares(queue.id, units)
-    shares = tuple(row.share for row in share_rows)
-    jobs, pending = _active_jobs(queue.id, {r.id: r.share.name for r in share_rows}, units)
+    rows = _queue_shares(queue.id, units)
+    terms = [
+        (r.id, r.share.name, sorted(u for u, n in r.share.limits.items() if n > 0)) for r in rows
+    ]
+    digest = hashlib.sha256(repr((queue.ordering, terms)).encode()).hexdigest()
+    return Terms(rows, units, digest)
+
+
+def load_snapshot(
+    queue: JobQueue,
+    now: datetime | None = None,
+    fit_units: set[str] = frozenset(),
+    terms: Terms | None = None,
+) -> Loaded:
+    """Every active job of the queue (a full plan's read)."""
+    terms = terms or queue_terms(queue)
+    jobs, pending = _active_jobs(queue.id, terms.names, terms.units)
     snapshot = Snapshot(
         capacity_of(queue, now),
-        shares,
+        terms.shares,
         tuple(jobs),
         Ordering(queue.ordering),
         fit_targets(queue, fit_units, now) if fit_units else {},
     )
-    return Loaded(
-        snapshot,
-        pending,
-        {r.share.name: r.id for r in share_rows},
-        {r.share.name: r.rank for r in share_rows},
-    )
+    return terms.loaded(snapshot, pending)
 
 
 class _UnitNames(dict):

@@ -38,6 +38,14 @@ class PendingReason(models.TextChoices):
     NO_CAPACITY_LIMIT_FOR_UNIT = "NO_CAPACITY_LIMIT_FOR_UNIT"
 
 
+# What STRICT ordering says of a share's head alone; every job behind it is BEHIND_SHARE_HEAD
+# or, on a unit the share has no limit for, NO_CAPACITY_LIMIT_FOR_UNIT.
+HEAD_REASONS = sorted(
+    set(PendingReason.values)
+    - {PendingReason.BEHIND_SHARE_HEAD, PendingReason.NO_CAPACITY_LIMIT_FOR_UNIT}
+)
+
+
 def shown_status_is(status: str) -> Q:
     """Jobs whose `shown_status` is `status`, as a filter."""
     stopping = Q(status=JobStatus.RUNNABLE, preemption_stopping=True)
@@ -116,6 +124,28 @@ class Job(models.Model):
             models.Index(fields=["job_queue", "status"], name="job_queue_status"),
             models.Index(fields=["quota_share", "status"], name="job_share_status"),
             models.Index(fields=["-created_at"], name="job_created"),
+            # A share's line in share order: a tick reads its first jobs (bridge.heads).
+            models.Index(
+                "quota_share",
+                models.F("scheduling_priority").desc(),
+                "created_at",
+                "id",
+                condition=Q(status="RUNNABLE"),
+                name="job_share_line",
+            ),
+            # RUNNABLE jobs no tick has explained yet (new, or back from a preemption) ...
+            models.Index(
+                fields=["job_queue"],
+                condition=Q(status="RUNNABLE", pending_reason=""),
+                name="job_unexplained",
+            ),
+            # ... and those explained as a share's head: with STRICT ordering, the only
+            # waiting jobs whose reason a tick may change besides the ones it reads.
+            models.Index(
+                fields=["job_queue"],
+                condition=Q(status="RUNNABLE", pending_reason__in=HEAD_REASONS),
+                name="job_explained_as_head",
+            ),
             # The LOCAL backend's sweep for preemptions whose completion went unrecorded.
             models.Index(
                 fields=["job_queue"],

@@ -198,11 +198,17 @@ class JobQueue(models.Model):
     tags = models.JSONField(default=dict, blank=True)  # AWS resource tags
     # Change tracking so a tick can skip re-planning a queue nothing has touched: every
     # service that changes what the planner sees bumps state_version; a tick that changed
-    # nothing records the version and active-job count it planned.
+    # nothing records the version and dispatched-job count it planned (new jobs are found
+    # unexplained: they have no pending reason yet).
     state_version = models.BigIntegerField(default=0)
     planned_version = models.BigIntegerField(default=-1)
-    planned_active_jobs = models.IntegerField(null=True, blank=True)
+    planned_dispatched_jobs = models.IntegerField(null=True, blank=True)
     planned_at = models.DateTimeField(null=True, blank=True)
+    # When a tick last read every active job (ticks between read the heads of each share's
+    # line), and a digest of the share terms and ordering it planned with: new terms may
+    # change the pending reason of any waiting job, so they bring a full plan.
+    fully_planned_at = models.DateTimeField(null=True, blank=True)
+    planned_terms = models.CharField(max_length=64, blank=True)
     planned_capacity = models.JSONField(null=True, blank=True)  # hosts come and go unannounced
     # The utilization sample ticks last wrote (UtilizationSample), kept here so a tick, which
     # reads its queue anyway, compares usage without reading the history.

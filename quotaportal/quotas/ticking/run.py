@@ -35,11 +35,12 @@ from quotaportal.infra.locks import lock_environment, try_lock_environment
 from quotaportal.quotas import bridge
 from quotaportal.quotas.backends import backend_for, self_scheduling_backends
 from quotaportal.quotas.models import (
-    ACTIVE,
+    DISPATCHED,
     TICK_BUCKETS,
     TICK_SKIPPED,
     Job,
     JobQueue,
+    JobStatus,
     Reservation,
     SchedulerRun,
     State,
@@ -51,7 +52,7 @@ from quotaportal.quotas.services.lifecycle import (
     enforce_runnable_time_limits,
 )
 from quotaportal.quotas.ticking import changes
-from scheduler import InvariantViolation, check_plan, plan_tick
+from scheduler import InvariantViolation, Plan, check_plan, plan_tick
 
 log = logging.getLogger(__name__)
 
@@ -333,8 +334,7 @@ def _tick_locked(queue: JobQueue, now, turn: _Turn) -> _Outcome:
             JobQueue.objects.filter(pk=queue.id).update(**sampled)
         _tick_at_next_change(queue, backend, now)
         return _Outcome(replanned=False, calls=calls)
-    loaded = bridge.load_snapshot(queue, now, fit_units)
-    plan = plan_tick(loaded.snapshot, now.timestamp(), positions=False)
+    loaded, plan = _plan(queue, now, fit_units, backend)
     check_plan(loaded.snapshot, plan, positions=False)
     if backend.schedules_itself:
         bridge.write_pending(loaded, plan)
@@ -360,6 +360,29 @@ def _tick_locked(queue: JobQueue, now, turn: _Turn) -> _Outcome:
     return _Outcome(replanned=True, calls=calls, dispatched=dispatched, preempted=preempted)
 
 
+def _plan(queue: JobQueue, now, fit_units, backend) -> tuple[bridge.Loaded, Plan]:
+    """Read and plan the queue: from the heads of its shares' lines when that is enough,
+    else every active job."""
+    terms = bridge.queue_terms(queue)
+    if _reads_heads(queue, now, fit_units, terms, backend):
+        return bridge.plan_heads(queue, now, terms, settings.QP_TICK_HEADS)
+    loaded = bridge.load_snapshot(queue, now, fit_units, terms)
+    return loaded, plan_tick(loaded.snapshot, now.timestamp(), positions=False)
+
+
+def _reads_heads(queue: JobQueue, now, fit_units, terms: bridge.Terms, backend) -> bool:
+    """A tick reads only the heads of the lines (and the jobs to explain) unless capacity
+    must be fitted, the backend schedules itself, the queue cannot (bridge.reads_heads), its
+    shares gained or lost a limit for a unit since the last plan (bridge.Terms: the reason of
+    any job waiting on that unit changes), or every job was last read QP_FULL_PLAN_SECONDS ago
+    (the full plan is the safety net for writes that bypassed the services)."""
+    if fit_units or backend.schedules_itself or not bridge.reads_heads(queue):
+        return False
+    if queue.planned_terms != terms.digest or queue.fully_planned_at is None:
+        return False
+    return 0 <= (now - queue.fully_planned_at).total_seconds() < settings.QP_FULL_PLAN_SECONDS
+
+
 def _tick_at_next_change(queue: JobQueue, backend, now) -> None:
     """A backend whose jobs start and end by themselves (SIMULATED) gets a tick at that
     instant, as an agent's report would bring one; only where ticks follow changes at all."""
@@ -371,11 +394,15 @@ def _remember_plan(
     queue: JobQueue, version: int, loaded, now, *, settled: bool, sampled: dict
 ) -> None:
     """The plan's memo on the queue row, with the sample just written (record_sample)."""
+    jobs = loaded.snapshot.jobs
+    if loaded.full:
+        sampled = {**sampled, "fully_planned_at": now}
     JobQueue.objects.filter(pk=queue.id).update(
         planned_version=version if settled else -1,
-        planned_active_jobs=len(loaded.snapshot.jobs),
+        planned_dispatched_jobs=sum(1 for job in jobs if job.dispatched_at is not None),
         planned_at=now,
         planned_capacity=dict(loaded.snapshot.capacity),
+        planned_terms=loaded.terms,
         **sampled,
     )
 
@@ -408,12 +435,21 @@ def _unchanged_since_last_plan(queue: JobQueue, version: int, now) -> bool:
     age = (now - queue.planned_at).total_seconds()
     if not 0 <= age < settings.QP_FULL_REPLAN_SECONDS:
         return False
-    # Capacity follows hosts, which come and go without a service call; and a cheap count
-    # guards against job writes that bypassed the services (and so the version).
+    # Capacity follows hosts, which come and go without a service call.
     if bridge.capacity_of(queue, now) != queue.planned_capacity:
         return False
-    active = Job.objects.filter(job_queue_id=queue.id, status__in=ACTIVE).count()
-    return active == queue.planned_active_jobs
+    # Submits leave the version alone (concurrent submits would take turns on the queue's
+    # row): a job no tick has explained yet is a change. A count of the dispatched jobs
+    # guards against writes that bypassed the services; both read small partial indexes.
+    jobs = Job.objects.filter(job_queue_id=queue.id)
+    if jobs.filter(status__in=DISPATCHED).count() != queue.planned_dispatched_jobs:
+        return False
+    return not jobs.filter(
+        status=JobStatus.RUNNABLE,
+        pending_reason="",
+        preemption_stopping=False,
+        quota_share__isnull=False,
+    ).exists()
 
 
 def _record_skip(queue_id: int, now) -> SchedulerRun | None:

@@ -11,9 +11,11 @@ Everything runs in a transaction that is rolled back, so the database is left as
 
 from __future__ import annotations
 
+import argparse
 import json
 import time
 from datetime import UTC, datetime
+from itertools import islice
 
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
@@ -34,12 +36,20 @@ from quotaportal.quotas.models import (
     Team,
 )
 from quotaportal.quotas.ticking.run import run_tick
+from scheduler import Snapshot
 from scheduler.bench import synthetic_snapshot
+
+SEED_BATCH = 5_000
 
 
 def seed(runnable: int, dispatched: int, shares: int, units: int) -> JobQueue:
     """Write the synthetic snapshot as rows (a benchmark fixture, so bulk inserts, not services)."""
-    snap = synthetic_snapshot(runnable, dispatched, shares, units)
+    return seed_snapshot(synthetic_snapshot(runnable, dispatched, shares, units))
+
+
+def seed_snapshot(snap: Snapshot, progress=None) -> JobQueue:
+    """A queue holding the snapshot's capacity, shares and jobs (dispatched ones RUNNING), in
+    a SIMULATED environment of its own; `progress(done, total)` hears of the jobs written."""
     tag = f"bench-{time.time_ns()}"
     unit_rows = {
         name: CapacityUnit.objects.get_or_create(name=f"{tag}-{name}")[0] for name in snap.capacity
@@ -53,6 +63,7 @@ def seed(runnable: int, dispatched: int, shares: int, units: int) -> JobQueue:
         name=tag,
         service_environment=env,
         scheduling_policy=SchedulingPolicy.objects.create(name=tag),
+        ordering=snap.ordering.value,
     )
     team = Team.objects.create(name=tag)
     share_rows = {
@@ -73,24 +84,26 @@ def seed(runnable: int, dispatched: int, shares: int, units: int) -> JobQueue:
         for s in snap.shares
         for u, n in s.limits.items()
     )
-    Job.objects.bulk_create(
-        (
-            Job(
-                name=j.id,
-                job_queue=queue,
-                quota_share=share_rows[j.share],
-                share_name=j.share,
-                capacity_unit=unit_rows[j.unit],
-                quantity=j.quantity,
-                scheduling_priority=j.priority,
-                created_at=datetime.fromtimestamp(j.created_at, UTC),
-                status=JobStatus.RUNNING if j.dispatched else JobStatus.RUNNABLE,
-                scheduled_at=datetime.fromtimestamp(j.dispatched_at, UTC) if j.dispatched else None,
-            )
-            for j in snap.jobs
-        ),
-        batch_size=2000,
+    rows = (
+        Job(
+            name=j.id,
+            job_queue=queue,
+            quota_share=share_rows[j.share],
+            share_name=j.share,
+            capacity_unit=unit_rows[j.unit],
+            quantity=j.quantity,
+            scheduling_priority=j.priority,
+            created_at=datetime.fromtimestamp(j.created_at, UTC),
+            status=JobStatus.RUNNING if j.dispatched else JobStatus.RUNNABLE,
+            scheduled_at=datetime.fromtimestamp(j.dispatched_at, UTC) if j.dispatched else None,
+        )
+        for j in snap.jobs
     )
+    total = len(snap.jobs)
+    for done in range(0, total, SEED_BATCH):
+        Job.objects.bulk_create(islice(rows, SEED_BATCH))
+        if progress:
+            progress(min(done + SEED_BATCH, total), total)
     return queue
 
 
@@ -128,9 +141,13 @@ def grow_capacity(queue: JobQueue, jobs: int) -> None:
     )
 
 
-def forget_last_plan(queue: JobQueue) -> None:
-    """Make the next tick plan in full, as after any change to the queue."""
-    JobQueue.objects.filter(pk=queue.pk).update(planned_version=-1)
+def forget_last_plan(queue: JobQueue, *, every_job: bool = False) -> None:
+    """Make the next tick plan, as after any change to the queue; `every_job`: read every
+    active job (the periodic full plan) rather than the heads of the shares' lines."""
+    fields = {"planned_version": -1}
+    if every_job:
+        fields["fully_planned_at"] = None
+    JobQueue.objects.filter(pk=queue.pk).update(**fields)
 
 
 def settle(queue: JobQueue, most: int = 30) -> int:
@@ -146,7 +163,12 @@ class Command(BaseCommand):
     help = "Benchmark one scheduler tick against one raw SELECT of the same jobs."
 
     def add_arguments(self, parser):
-        parser.add_argument("--runnable", type=int, default=20_000)
+        parser.add_argument(
+            "--runnable",
+            type=_sizes,
+            default=[20_000],
+            help="RUNNABLE jobs; several, comma-separated (10000,100000,1000000), for a curve",
+        )
         parser.add_argument("--dispatched", type=int, default=2_000)
         parser.add_argument("--shares", type=int, default=200)
         parser.add_argument("--units", type=int, default=5)
@@ -162,37 +184,49 @@ class Command(BaseCommand):
     def handle(
         self, *args, runnable, dispatched, shares, units, dispatch, repeat, json: bool, **options
     ):
-        if min(shares, units, repeat) < 1 or min(runnable, dispatched, dispatch) < 0:
+        if min(shares, units, repeat) < 1 or min(*runnable, dispatched, dispatch) < 0:
             raise CommandError(
                 "sizes must be positive (runnable, dispatched and dispatch may be 0)"
             )
         say = (lambda text: None) if json else self.stderr.write
+        rows = [
+            self.measure_size(size, dispatched, shares, units, dispatch, repeat, say)
+            for size in runnable
+        ]
+        if json:
+            self.stdout.write(_json(rows[0] if len(rows) == 1 else rows))
+            return
+        for key in rows[0]:
+            self.stdout.write(f"{key:>24}: " + "  ".join(f"{row[key]!s:>12}" for row in rows))
 
+    def measure_size(self, runnable, dispatched, shares, units, dispatch, repeat, say) -> dict:
         def measure() -> dict:
             say(
                 f"seeding {runnable:,} runnable and {dispatched:,} dispatched jobs"
                 f" in {shares} shares ..."
             )
-            queue = seed(runnable, dispatched, shares, units)
+            snap = synthetic_snapshot(runnable, dispatched, shares, units)
+            queue = seed_snapshot(snap, progress=_progress(say))
             say("settling: ticking until a tick changes nothing ...")
             settle(queue)
             return self.measure(queue, repeat, dispatch, say)
 
-        figures = rolled_back(measure)
-        figures.update(
-            runnable=runnable, dispatched=dispatched, shares=shares, vendor=connection.vendor
-        )
-        if json:
-            self.stdout.write(_json(figures))
-        else:
-            for key, value in figures.items():
-                self.stdout.write(f"{key:>22}: {value}")
+        figures = {"runnable": runnable, "dispatched": dispatched, "shares": shares}
+        figures.update(rolled_back(measure))
+        figures["vendor"] = connection.vendor
+        return figures
 
     def measure(self, queue: JobQueue, repeat: int, dispatch: int, say) -> dict:
         say("timing ticks that change nothing ...")
         tick_ms = median_ms(lambda: run_tick(queue.id), repeat)
         replan_ms = median_ms(
             lambda: run_tick(queue.id), repeat, setup=lambda: forget_last_plan(queue)
+        )
+        say("timing full plans (every active job read) ...")
+        full_ms = median_ms(
+            lambda: run_tick(queue.id),
+            repeat,
+            setup=lambda: forget_last_plan(queue, every_job=True),
         )
         select_ms = median_ms(lambda: raw_select(queue.id), repeat)
         say(f"growing capacity so about {dispatch:,} jobs can start ...")
@@ -206,6 +240,7 @@ class Command(BaseCommand):
             "ratio": round(tick_ms / select_ms, 2),
             "replan_ms": round(replan_ms, 2),
             "replan_ratio": round(replan_ms / select_ms, 2),
+            "full_plan_ms": round(full_ms, 2),
             "dispatch_tick_ms": round(grow_ms, 2),
             "dispatch_tick_started": run.dispatched,
             "dispatch_tick_preempted": run.preempted,
@@ -213,5 +248,28 @@ class Command(BaseCommand):
         }
 
 
-def _json(figures: dict) -> str:
+def _sizes(text: str) -> list[int]:
+    try:
+        sizes = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"give whole numbers separated by commas, e.g. 10000,100000; got {text[:40]!r}"
+        ) from None
+    return sizes
+
+
+def _progress(say):
+    """Say how far seeding is, every tenth of the way."""
+    marks = set()
+
+    def progress(done: int, total: int) -> None:
+        tenth = done * 10 // max(total, 1)
+        if tenth not in marks:
+            marks.add(tenth)
+            say(f"  {done:,} of {total:,} jobs written")
+
+    return progress
+
+
+def _json(figures) -> str:
     return json.dumps(figures)
