@@ -60,7 +60,7 @@ class _Replay:
         self.beyond = set(map(_id, snapshot.beyond))  # explained, never planned
         self.ledger = Ledger(snapshot.capacity, self.shares, dispatched)
         self.fit_to = dict(snapshot.fit_to)
-        self._by_share_unit: dict[tuple[str, str], list[Job]] = {}
+        self._by_share_unit: dict[tuple[str, str], list[Job]] | None = None
         self.violations: list[str] = []
 
     def fail(self, message: str) -> None:
@@ -165,15 +165,14 @@ class _Replay:
         return ahead < borrowed
 
     def _dispatched_of(self, share: str, unit: str) -> list[Job]:
-        """The share's jobs on the unit that were dispatched before the tick."""
-        key = (share, unit)
-        if key not in self._by_share_unit:
-            self._by_share_unit[key] = [
-                job
-                for job in self.jobs.values()
-                if job.share == share and job.unit == unit and job.dispatched_at is not None
-            ]
-        return self._by_share_unit[key]
+        """The share's jobs on the unit that were dispatched before the tick (grouped in one
+        pass over the jobs, the first time a victim is checked)."""
+        if self._by_share_unit is None:
+            self._by_share_unit = defaultdict(list)
+            for job in self.jobs.values():
+                if job.dispatched_at is not None:
+                    self._by_share_unit[job.share, job.unit].append(job)
+        return self._by_share_unit.get((share, unit), [])
 
     def _check_pending(self, plan: Plan, positions: bool) -> None:
         explained = self.runnable | self.beyond

@@ -41,6 +41,7 @@ def test_bench_json_reports_every_figure(repo):
     assert figures["plan_ms"] > 0
     assert figures["sort_ms"] > 0
     assert figures["ratio"] > 0
+    assert figures["explained_ms"] > 0
 
 
 def test_bench_rejects_nonsense_sizes(repo):

@@ -29,6 +29,7 @@ from quotaportal.quotas.models import (
     Job,
     JobQueue,
     JobStatus,
+    PendingReason,
     QuotaShare,
     SchedulingPolicy,
     ServiceEnvironment,
@@ -44,12 +45,16 @@ SEED_BATCH = 5_000
 
 def seed(runnable: int, dispatched: int, shares: int, units: int) -> JobQueue:
     """Write the synthetic snapshot as rows (a benchmark fixture, so bulk inserts, not services)."""
-    return seed_snapshot(synthetic_snapshot(runnable, dispatched, shares, units))
+    return seed_snapshot(synthetic_snapshot(runnable, dispatched, shares, units), explained=True)
 
 
-def seed_snapshot(snap: Snapshot, progress=None) -> JobQueue:
+def seed_snapshot(snap: Snapshot, progress=None, *, explained: bool = False) -> JobQueue:
     """A queue holding the snapshot's capacity, shares and jobs (dispatched ones RUNNING), in
-    a SIMULATED environment of its own; `progress(done, total)` hears of the jobs written."""
+    a SIMULATED environment of its own; `progress(done, total)` hears of the jobs written.
+
+    `explained`: the waiting jobs are stored as a queue that has been running a while holds
+    them, each with the reason a tick gave it when it arrived (BEHIND_SHARE_HEAD; the first
+    full plan corrects the heads'), instead of as a burst of submits no tick has seen yet."""
     tag = f"bench-{time.time_ns()}"
     unit_rows = {
         name: CapacityUnit.objects.get_or_create(name=f"{tag}-{name}")[0] for name in snap.capacity
@@ -84,6 +89,7 @@ def seed_snapshot(snap: Snapshot, progress=None) -> JobQueue:
         for s in snap.shares
         for u, n in s.limits.items()
     )
+    waiting_reason = PendingReason.BEHIND_SHARE_HEAD if explained else ""
     rows = (
         Job(
             name=j.id,
@@ -95,6 +101,7 @@ def seed_snapshot(snap: Snapshot, progress=None) -> JobQueue:
             scheduling_priority=j.priority,
             created_at=datetime.fromtimestamp(j.created_at, UTC),
             status=JobStatus.RUNNING if j.dispatched else JobStatus.RUNNABLE,
+            pending_reason=waiting_reason if not j.dispatched else "",
             scheduled_at=datetime.fromtimestamp(j.dispatched_at, UTC) if j.dispatched else None,
         )
         for j in snap.jobs
@@ -206,7 +213,7 @@ class Command(BaseCommand):
                 f" in {shares} shares ..."
             )
             snap = synthetic_snapshot(runnable, dispatched, shares, units)
-            queue = seed_snapshot(snap, progress=_progress(say))
+            queue = seed_snapshot(snap, progress=_progress(say), explained=True)
             say("settling: ticking until a tick changes nothing ...")
             settle(queue)
             return self.measure(queue, repeat, dispatch, say)
