@@ -209,6 +209,8 @@ QP_TICK_HEADS = envint("QP_TICK_HEADS", 8)
 if QP_TICK_HEADS < 1:
     raise ValueError(f"QP_TICK_HEADS must be at least 1, got {QP_TICK_HEADS}")
 QP_FULL_PLAN_SECONDS = envint("QP_FULL_PLAN_SECONDS", 300)
+# ... once at least this many jobs waited at its last full read (a shorter queue is read whole).
+QP_HEADS_FROM_WAITING = envint("QP_HEADS_FROM_WAITING", 20_000)
 # /healthz answers 503 when an ENABLED queue has not ticked for this long (beat or worker down).
 QP_HEALTH_TICK_AGE = envint("QP_HEALTH_TICK_AGE", max(30, 5 * QP_TICK_SECONDS))
 # Scheduler runs and utilization samples older than this are pruned by beat.

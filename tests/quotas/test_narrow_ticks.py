@@ -21,6 +21,8 @@ from quotaportal.quotas import bridge, services
 from quotaportal.quotas.models import Job, JobQueue, JobStatus
 from quotaportal.quotas.ticking.run import run_tick
 from scheduler import Ordering, plan_tick
+from scheduler.bench import synthetic_snapshot
+from scheduler.queues import order_key
 from tests.scheduler.test_properties import snapshots
 
 pytestmark = pytest.mark.django_db(transaction=False)
@@ -80,6 +82,7 @@ def test_reasons_stay_true_through_ticks_that_read_only_the_heads(settings, peop
     and preempted; after each tick (each reading two jobs of a line) every stored reason is
     what a full plan gives."""
     settings.QP_TICK_HEADS = 2
+    settings.QP_HEADS_FROM_WAITING = 0
     queue = fleet.queue
     alice, bob = people.alice, people.bob
     jobs = [
@@ -131,6 +134,7 @@ def test_reasons_stay_true_through_ticks_that_read_only_the_heads(settings, peop
 
 def test_a_tick_reads_every_job_when_the_full_plan_is_due(settings, people, fleet):
     settings.QP_TICK_HEADS = 1
+    settings.QP_HEADS_FROM_WAITING = 0
     queue = fleet.queue
     for i in range(30):
         services.submit_job(
@@ -153,6 +157,7 @@ def test_a_new_job_behind_the_heads_is_explained_and_a_quiet_queue_is_left_alone
     settings, people, fleet
 ):
     settings.QP_TICK_HEADS = 1
+    settings.QP_HEADS_FROM_WAITING = 0
     queue = fleet.queue
     for i in range(6):
         services.submit_job(
@@ -169,8 +174,24 @@ def test_a_new_job_behind_the_heads_is_explained_and_a_quiet_queue_is_left_alone
     assert not run_tick(queue.id).replanned
 
 
+def test_a_short_queue_is_read_whole_every_tick(settings, people, fleet):
+    settings.QP_TICK_HEADS = 1
+    settings.QP_HEADS_FROM_WAITING = 20
+    queue = fleet.queue
+    for i in range(12):
+        services.submit_job(
+            people.alice, job_queue=queue, quota_share="vision", capacity_unit="a100", name=f"v{i}"
+        )
+    run_tick(queue.id)  # 12 waited as it read them
+    first_full = JobQueue.objects.get(pk=queue.pk).fully_planned_at
+    services.set_priority(people.alice, Job.objects.get(name="v11"), 7)
+    run_tick(queue.id)
+    assert JobQueue.objects.get(pk=queue.pk).fully_planned_at > first_full
+
+
 def test_a_head_pushed_back_behind_the_heads_read_is_explained_again(settings, people, fleet):
     settings.QP_TICK_HEADS = 2
+    settings.QP_HEADS_FROM_WAITING = 0
     queue = fleet.queue
 
     def submit(name, priority=0):
@@ -193,3 +214,18 @@ def test_a_head_pushed_back_behind_the_heads_read_is_explained_again(settings, p
     run_tick(queue.id)  # reads two jobs of nlp's line: the urgent ones
     assert Job.objects.get(pk=old_head.pk).pending_reason == "BEHIND_SHARE_HEAD"
     _assert_stored_as_a_full_plan_says(queue)
+
+
+@pytest.mark.parametrize("most", [1, 7, 60, 450, 1000])
+def test_the_first_waiting_jobs_are_read_from_the_front_of_the_lines(most):
+    """The start-time estimates simulate the first jobs the queue serves, across shares."""
+    snapshot = synthetic_snapshot(400, 40, 25, 3)
+    queue = seed_snapshot(snapshot)
+    first = bridge.first_waiting(queue, timezone.now(), most)
+    everything = bridge.load_snapshot(queue).snapshot
+    waiting = sorted((j for j in everything.jobs if j.dispatched_at is None), key=order_key)
+    read = [j for j in first.jobs if j.dispatched_at is None]
+    assert sorted(read, key=order_key) == waiting[:most]
+    assert {j for j in first.jobs if j.dispatched_at} == {
+        j for j in everything.jobs if j.dispatched_at
+    }

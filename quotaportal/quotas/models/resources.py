@@ -209,6 +209,9 @@ class JobQueue(models.Model):
     # change the pending reason of any waiting job, so they bring a full plan.
     fully_planned_at = models.DateTimeField(null=True, blank=True)
     planned_terms = models.CharField(max_length=64, blank=True)
+    # How many jobs waited at that full plan: a queue shorter than QP_HEADS_FROM_WAITING is
+    # read whole every tick (reading the heads costs more than it saves there).
+    fully_planned_waiting = models.IntegerField(null=True, blank=True)
     planned_capacity = models.JSONField(null=True, blank=True)  # hosts come and go unannounced
     # The utilization sample ticks last wrote (UtilizationSample), kept here so a tick, which
     # reads its queue anyway, compares usage without reading the history.

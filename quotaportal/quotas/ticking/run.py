@@ -375,10 +375,14 @@ def _reads_heads(queue: JobQueue, now, fit_units, terms: bridge.Terms, backend) 
     must be fitted, the backend schedules itself, the queue cannot (bridge.reads_heads), its
     shares gained or lost a limit for a unit since the last plan (bridge.Terms: the reason of
     any job waiting on that unit changes), or every job was last read QP_FULL_PLAN_SECONDS ago
-    (the full plan is the safety net for writes that bypassed the services)."""
+    (the full plan is the safety net for writes that bypassed the services), or fewer than
+    QP_HEADS_FROM_WAITING jobs waited then (a short queue is cheaper to read whole than to
+    read line by line and plan again when a line runs short)."""
     if fit_units or backend.schedules_itself or not bridge.reads_heads(queue):
         return False
     if queue.planned_terms != terms.digest or queue.fully_planned_at is None:
+        return False
+    if (queue.fully_planned_waiting or 0) < settings.QP_HEADS_FROM_WAITING:
         return False
     return 0 <= (now - queue.fully_planned_at).total_seconds() < settings.QP_FULL_PLAN_SECONDS
 
@@ -396,7 +400,8 @@ def _remember_plan(
     """The plan's memo on the queue row, with the sample just written (record_sample)."""
     jobs = loaded.snapshot.jobs
     if loaded.full:
-        sampled = {**sampled, "fully_planned_at": now}
+        waiting = sum(1 for job in jobs if job.dispatched_at is None)
+        sampled = {**sampled, "fully_planned_at": now, "fully_planned_waiting": waiting}
     JobQueue.objects.filter(pk=queue.id).update(
         planned_version=version if settled else -1,
         planned_dispatched_jobs=sum(1 for job in jobs if job.dispatched_at is not None),
