@@ -7,6 +7,7 @@ SQLite, the embedded default for small fleets, reads every active job.
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from datetime import datetime
 from functools import partial
@@ -93,10 +94,10 @@ def first_waiting(queue: JobQueue, now: datetime, most: int) -> Snapshot:
     if connection.vendor != "postgresql":
         return _first_of(load_snapshot(queue, now, terms=terms).snapshot, most)
     reader = _HeadReader(queue, now, terms)
-    windows = Windows(max(1, -(-most // max(1, len(terms.rows)))))
+    windows = Windows(max(1, math.ceil(most / max(1, len(terms.rows)))))
     while True:
         snapshot = reader.read(windows)
-        waiting = sorted((job for job in snapshot.jobs if job.dispatched_at is None), key=order_key)
+        waiting = _waiting_in_order(snapshot)
         cut = order_key(waiting[most - 1]) if len(waiting) >= most else None
         short = [
             name
@@ -108,9 +109,12 @@ def first_waiting(queue: JobQueue, now: datetime, most: int) -> Snapshot:
         windows.widen(short)
 
 
+def _waiting_in_order(snapshot: Snapshot) -> list[PlannedJob]:
+    return sorted((job for job in snapshot.jobs if job.dispatched_at is None), key=order_key)
+
+
 def _first_of(snapshot: Snapshot, most: int) -> Snapshot:
-    waiting = sorted((job for job in snapshot.jobs if job.dispatched_at is None), key=order_key)
-    kept = {job.id for job in waiting[:most]}
+    kept = {job.id for job in _waiting_in_order(snapshot)[:most]}
     jobs = (job for job in snapshot.jobs if job.dispatched_at is not None or job.id in kept)
     return replace(snapshot, jobs=tuple(jobs), more_waiting=frozenset(), beyond=())
 
