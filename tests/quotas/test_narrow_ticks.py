@@ -63,6 +63,18 @@ def test_the_heads_read_plans_what_the_full_read_plans(snapshot, first):
         pass
 
 
+def _submit(person, queue, share: str, name: str, priority: int = 0, quantity: int = 1):
+    return services.submit_job(
+        person,
+        job_queue=queue,
+        quota_share=share,
+        capacity_unit="a100",
+        name=name,
+        scheduling_priority=priority,
+        quantity=quantity,
+    )
+
+
 def _stored_reasons(queue) -> dict[str, str]:
     rows = Job.objects.filter(
         job_queue=queue, status=JobStatus.RUNNABLE, preemption_stopping=False
@@ -85,12 +97,7 @@ def test_reasons_stay_true_through_ticks_that_read_only_the_heads(settings, peop
     settings.QP_HEADS_FROM_WAITING = 0
     queue = fleet.queue
     alice, bob = people.alice, people.bob
-    jobs = [
-        services.submit_job(
-            alice, job_queue=queue, quota_share="vision", capacity_unit="a100", name=f"v{i}"
-        )
-        for i in range(12)
-    ]
+    jobs = [_submit(alice, queue, "vision", f"v{i}") for i in range(12)]
     run_tick(queue.id)
     assert JobQueue.objects.get(pk=queue.pk).fully_planned_at is not None
     _assert_stored_as_a_full_plan_says(queue)
@@ -106,21 +113,10 @@ def test_reasons_stay_true_through_ticks_that_read_only_the_heads(settings, peop
     services.set_priority(alice, waiting[-1], 0)  # and back behind the others
     tick_and_check()
     for i in range(3):  # ahead of the line, then behind it
-        services.submit_job(
-            alice,
-            job_queue=queue,
-            quota_share="vision",
-            capacity_unit="a100",
-            name=f"urgent{i}",
-            scheduling_priority=90,
-        )
-        services.submit_job(
-            alice, job_queue=queue, quota_share="vision", capacity_unit="a100", name=f"late{i}"
-        )
+        _submit(alice, queue, "vision", f"urgent{i}", priority=90)
+        _submit(alice, queue, "vision", f"late{i}")
     tick_and_check()
-    services.submit_job(  # another share, lending to the first
-        bob, job_queue=queue, quota_share="nlp", capacity_unit="a100", name="n0", quantity=2
-    )
+    _submit(bob, queue, "nlp", "n0", quantity=2)  # another share, lending to the first
     tick_and_check()
     head = Job.objects.filter(job_queue=queue, status=JobStatus.RUNNABLE).order_by(
         "-scheduling_priority", "created_at", "id"
@@ -137,9 +133,7 @@ def test_a_tick_reads_every_job_when_the_full_plan_is_due(settings, people, flee
     settings.QP_HEADS_FROM_WAITING = 0
     queue = fleet.queue
     for i in range(30):
-        services.submit_job(
-            people.alice, job_queue=queue, quota_share="vision", capacity_unit="a100", name=f"v{i}"
-        )
+        _submit(people.alice, queue, "vision", f"v{i}")
     run_tick(queue.id)
     first_full = JobQueue.objects.get(pk=queue.pk).fully_planned_at
     services.set_priority(people.alice, Job.objects.get(name="v25"), 7)
@@ -160,15 +154,11 @@ def test_a_new_job_behind_the_heads_is_explained_and_a_quiet_queue_is_left_alone
     settings.QP_HEADS_FROM_WAITING = 0
     queue = fleet.queue
     for i in range(6):
-        services.submit_job(
-            people.alice, job_queue=queue, quota_share="vision", capacity_unit="a100", name=f"v{i}"
-        )
+        _submit(people.alice, queue, "vision", f"v{i}")
     run_tick(queue.id)  # starts what it can
     run_tick(queue.id)  # plans again after a change, and finds nothing more to do
     assert not run_tick(queue.id).replanned  # nothing changed
-    late = services.submit_job(
-        people.alice, job_queue=queue, quota_share="vision", capacity_unit="a100", name="late"
-    )
+    late = _submit(people.alice, queue, "vision", "late")
     assert run_tick(queue.id).replanned  # a job no tick has explained is a change
     assert Job.objects.get(pk=late.pk).pending_reason == "BEHIND_SHARE_HEAD"
     assert not run_tick(queue.id).replanned
@@ -179,9 +169,7 @@ def test_a_short_queue_is_read_whole_every_tick(settings, people, fleet):
     settings.QP_HEADS_FROM_WAITING = 20
     queue = fleet.queue
     for i in range(12):
-        services.submit_job(
-            people.alice, job_queue=queue, quota_share="vision", capacity_unit="a100", name=f"v{i}"
-        )
+        _submit(people.alice, queue, "vision", f"v{i}")
     run_tick(queue.id)  # 12 waited as it read them
     first_full = JobQueue.objects.get(pk=queue.pk).fully_planned_at
     services.set_priority(people.alice, Job.objects.get(name="v11"), 7)
@@ -193,24 +181,13 @@ def test_a_head_pushed_back_behind_the_heads_read_is_explained_again(settings, p
     settings.QP_TICK_HEADS = 2
     settings.QP_HEADS_FROM_WAITING = 0
     queue = fleet.queue
-
-    def submit(name, priority=0):
-        return services.submit_job(
-            people.bob,
-            job_queue=queue,
-            quota_share="nlp",
-            capacity_unit="a100",
-            name=name,
-            scheduling_priority=priority,
-        )
-
     for i in range(5):
-        submit(f"n{i}")
+        _submit(people.bob, queue, "nlp", f"n{i}")
     run_tick(queue.id)
     old_head = Job.objects.get(name="n2")
     assert old_head.pending_reason == "SHARE_AT_LIMIT"  # nlp LENDs and holds its limit
-    submit("urgent0", 50)
-    submit("urgent1", 50)
+    _submit(people.bob, queue, "nlp", "urgent0", priority=50)
+    _submit(people.bob, queue, "nlp", "urgent1", priority=50)
     run_tick(queue.id)  # reads two jobs of nlp's line: the urgent ones
     assert Job.objects.get(pk=old_head.pk).pending_reason == "BEHIND_SHARE_HEAD"
     _assert_stored_as_a_full_plan_says(queue)
