@@ -21,8 +21,6 @@ from quotaportal.quotas import bridge, services
 from quotaportal.quotas.models import Job, JobQueue, JobStatus
 from quotaportal.quotas.ticking.run import run_tick
 from scheduler import Ordering, plan_tick
-from scheduler.bench import synthetic_snapshot
-from scheduler.queues import order_key
 from tests.scheduler.test_properties import snapshots
 
 pytestmark = pytest.mark.django_db(transaction=False)
@@ -191,18 +189,3 @@ def test_a_head_pushed_back_behind_the_heads_read_is_explained_again(settings, p
     run_tick(queue.id)  # reads two jobs of nlp's line: the urgent ones
     assert Job.objects.get(pk=old_head.pk).pending_reason == "BEHIND_SHARE_HEAD"
     _assert_stored_as_a_full_plan_says(queue)
-
-
-@pytest.mark.parametrize("most", [1, 7, 60, 450, 1000])
-def test_the_first_waiting_jobs_are_read_from_the_front_of_the_lines(most):
-    """The start-time estimates simulate the first jobs the queue serves, across shares."""
-    snapshot = synthetic_snapshot(400, 40, 25, 3)
-    queue = seed_snapshot(snapshot)
-    first = bridge.first_waiting(queue, timezone.now(), most)
-    everything = bridge.load_snapshot(queue).snapshot
-    waiting = sorted((j for j in everything.jobs if j.dispatched_at is None), key=order_key)
-    read = [j for j in first.jobs if j.dispatched_at is None]
-    assert sorted(read, key=order_key) == waiting[:most]
-    assert {j for j in first.jobs if j.dispatched_at} == {
-        j for j in everything.jobs if j.dispatched_at
-    }

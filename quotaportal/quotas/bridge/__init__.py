@@ -13,7 +13,7 @@ from quotaportal.quotas.bridge.apply import (
     apply_plan,
     write_pending,
 )
-from quotaportal.quotas.bridge.heads import first_waiting, plan_heads, reads_heads
+from quotaportal.quotas.bridge.heads import plan_heads, reads_heads
 from quotaportal.quotas.bridge.snapshot import (
     ACTIVE_JOBS_SQL,
     Loaded,
@@ -47,7 +47,6 @@ __all__ = [
     "capacity_now",
     "capacity_of",
     "environment_limits",
-    "first_waiting",
     "fit_targets",
     "load_snapshot",
     "most_capacity",

@@ -7,26 +7,17 @@ SQLite, the embedded default for small fleets, reads every active job.
 
 from __future__ import annotations
 
-import math
-from dataclasses import replace
 from datetime import datetime
 from functools import partial
 
 from django.db import connection
 from psycopg import pq
 
-from quotaportal.quotas.bridge.snapshot import (
-    Loaded,
-    Terms,
-    capacity_of,
-    load_snapshot,
-    queue_terms,
-)
+from quotaportal.quotas.bridge.snapshot import Loaded, Terms, capacity_of
 from quotaportal.quotas.models import HEAD_REASONS, JobQueue
 from scheduler import Job as PlannedJob
 from scheduler import Ordering, Plan, Snapshot
 from scheduler.heads import Windows, plan_from_heads
-from scheduler.queues import order_key
 
 _READ = """id, quota_share_id, capacity_unit_id, quantity, scheduling_priority, created_at,
     pending_reason"""
@@ -83,40 +74,6 @@ def plan_heads(queue: JobQueue, now: datetime, terms: Terms, first: int) -> tupl
     planned = plan_from_heads(reader.read, now.timestamp(), first=first)
     stored = reader.stored_reasons(planned.snapshot)
     return terms.loaded(planned.snapshot, stored, planned.reads), planned.plan
-
-
-def first_waiting(queue: JobQueue, now: datetime, most: int) -> Snapshot:
-    """The queue's dispatched jobs and its first `most` waiting jobs in the order it serves
-    them (priority, then age, then id, across shares), for the start-time estimates' forward
-    simulation, without reading every waiting job: each share's line is read as far as the
-    `most`-th job of what was read might still be passed by a job not read yet."""
-    terms = queue_terms(queue)
-    if connection.vendor != "postgresql":
-        return _first_of(load_snapshot(queue, now, terms=terms).snapshot, most)
-    reader = _HeadReader(queue, now, terms)
-    windows = Windows(max(1, math.ceil(most / max(1, len(terms.rows)))))
-    while True:
-        snapshot = reader.read(windows)
-        waiting = _waiting_in_order(snapshot)
-        cut = order_key(waiting[most - 1]) if len(waiting) >= most else None
-        short = [
-            name
-            for name in snapshot.more_waiting
-            if cut is None or order_key(reader.lines[name][-1]) < cut
-        ]
-        if not short:
-            return _first_of(snapshot, most)
-        windows.widen(short)
-
-
-def _waiting_in_order(snapshot: Snapshot) -> list[PlannedJob]:
-    return sorted((job for job in snapshot.jobs if job.dispatched_at is None), key=order_key)
-
-
-def _first_of(snapshot: Snapshot, most: int) -> Snapshot:
-    kept = {job.id for job in _waiting_in_order(snapshot)[:most]}
-    jobs = (job for job in snapshot.jobs if job.dispatched_at is not None or job.id in kept)
-    return replace(snapshot, jobs=tuple(jobs), more_waiting=frozenset(), beyond=())
 
 
 _make_job = partial(tuple.__new__, PlannedJob)

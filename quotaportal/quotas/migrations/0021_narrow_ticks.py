@@ -44,8 +44,4 @@ class Migration(migrations.Migration):
             model_name='job',
             index=models.Index(condition=models.Q(('pending_reason__in', ['BORROW_LIMIT_REACHED', 'EXCEEDS_SHARE_CEILING', 'NOTHING_TO_BORROW', 'SHARE_AT_LIMIT', 'WAITING_FOR_CAPACITY']), ('status', 'RUNNABLE')), fields=['job_queue'], name='job_explained_as_head'),
         ),
-        migrations.AddIndex(
-            model_name='job',
-            index=models.Index(condition=models.Q(('status', 'RUNNABLE'), models.Q(('estimated_start_at__isnull', False), ('estimated_start_earliest__isnull', False), ('estimated_start_latest__isnull', False), _connector='OR')), fields=['job_queue'], name='job_estimated'),
-        ),
     ]

@@ -38,14 +38,6 @@ class PendingReason(models.TextChoices):
     NO_CAPACITY_LIMIT_FOR_UNIT = "NO_CAPACITY_LIMIT_FOR_UNIT"
 
 
-# A RUNNABLE job that holds a start-time estimate (services.estimates clears those it no
-# longer makes).
-HOLDS_AN_ESTIMATE = (
-    Q(estimated_start_at__isnull=False)
-    | Q(estimated_start_earliest__isnull=False)
-    | Q(estimated_start_latest__isnull=False)
-)
-
 # What STRICT ordering says of a share's head alone; every job behind it is BEHIND_SHARE_HEAD
 # or, on a unit the share has no limit for, NO_CAPACITY_LIMIT_FOR_UNIT.
 HEAD_REASONS = sorted(
@@ -153,11 +145,6 @@ class Job(models.Model):
                 fields=["job_queue"],
                 condition=Q(status="RUNNABLE", pending_reason__in=HEAD_REASONS),
                 name="job_explained_as_head",
-            ),
-            models.Index(
-                fields=["job_queue"],
-                condition=Q(status="RUNNABLE") & HOLDS_AN_ESTIMATE,
-                name="job_estimated",
             ),
             # The LOCAL backend's sweep for preemptions whose completion went unrecorded.
             models.Index(

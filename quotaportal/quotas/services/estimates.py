@@ -5,8 +5,7 @@ duration (scheduler.simulate.estimate.Durations: a SIMULATED job's own duration,
 median of recent jobs of the same share and size capped by the job's time limit, ...). The
 result is stored on each RUNNABLE job; the beat (or the embedded loop) refreshes it every
 QP_ESTIMATE_SECONDS. The cost per queue is bounded: at most QP_ESTIMATE_MAX_WAITING waiting
-jobs, in the order the queue serves them (read from the front of each share's line, not the
-whole queue: bridge.first_waiting), and a bounded number of simulated events.
+jobs, in the order the queue serves them, and a bounded number of simulated events.
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ from django.utils import timezone
 
 from quotaportal.infra.locks import lock_environment
 from quotaportal.quotas import bridge, selectors
-from quotaportal.quotas.models import ACTIVE, HOLDS_AN_ESTIMATE, Job, JobQueue, JobStatus, State
+from quotaportal.quotas.models import ACTIVE, Job, JobQueue, JobStatus, State
 from scheduler.simulate import QueueConfig, WorkJob
 from scheduler.simulate.estimate import (
     ARRIVAL_WINDOW_S,
@@ -62,8 +61,8 @@ def refresh_all_estimates(now: datetime | None = None) -> int:
 def refresh_estimates(queue: JobQueue, now: datetime | None = None) -> int:
     """Simulate the queue forward and store each RUNNABLE job's estimated start and range."""
     now = now or timezone.now()
-    snapshot = bridge.first_waiting(queue, now, settings.QP_ESTIMATE_MAX_WAITING)
-    details = _job_details(job.id for job in snapshot.jobs)
+    snapshot = bridge.load_snapshot(queue).snapshot
+    details = _job_details(queue)
     durations = _recent_durations(queue)
     known = []
     for job in snapshot.jobs:
@@ -141,8 +140,8 @@ def _reserved_changes(queue: JobQueue, capacity: dict, now: datetime) -> tuple:
     )
 
 
-def _job_details(ids) -> dict[str, tuple]:
-    rows = Job.objects.filter(pk__in=list(ids), status__in=ACTIVE).values_list(
+def _job_details(queue: JobQueue) -> dict[str, tuple]:
+    rows = Job.objects.filter(job_queue=queue, status__in=ACTIVE).values_list(
         "id", "attempt_duration_seconds", "simulated_duration_seconds", "started_at"
     )
     return {str(pk): (limit, simulated, started) for pk, limit, simulated, started in rows}
@@ -196,13 +195,11 @@ ESTIMATE_FIELDS = [
 def _store_locked(
     queue: JobQueue, estimates: dict[str, Estimate], guessed: set[str], now: datetime
 ) -> int:
-    # The jobs estimated now, and those that hold an estimate no longer made (the partial
-    # index job_estimated): not every waiting job, of which there may be a million.
-    waiting = Job.objects.filter(job_queue=queue, status=JobStatus.RUNNABLE)
     current = {
         row[0]: row[1:]
-        for rows in (waiting.filter(pk__in=list(estimates)), waiting.filter(HOLDS_AN_ESTIMATE))
-        for row in rows.values_list("id", *ESTIMATE_FIELDS)
+        for row in Job.objects.filter(job_queue=queue, status=JobStatus.RUNNABLE).values_list(
+            "id", *ESTIMATE_FIELDS
+        )
     }
     changed = []
     for pk, stored in current.items():
