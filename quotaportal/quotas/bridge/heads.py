@@ -28,8 +28,8 @@ _COLUMNS = """array_agg(j.id::text), array_agg(j.quota_share_id), array_agg(j.ca
 _HEAD_REASONS = ", ".join(f"'{reason}'" for reason in HEAD_REASONS)  # as the index says
 
 # The dispatched jobs (bounded by the capacity), and the waiting ones no tick has explained
-# yet or that were explained as a share's head (the partial indexes job_unexplained and
-# job_explained_as_head): `dispatched` is NULL for the waiting ones.
+# yet or that were explained as a share's head (the index job_queue_status_reason holds the
+# reason after the status): `dispatched` is NULL for the waiting ones.
 _HELD = f"""
     SELECT {_READ}, EXTRACT(EPOCH FROM scheduled_at)::float8 AS dispatched, false AS in_line
     FROM quotas_job

@@ -32,16 +32,20 @@ class Migration(migrations.Migration):
             name='planned_terms',
             field=models.CharField(blank=True, max_length=64),
         ),
-        migrations.AddIndex(
+        migrations.RemoveIndex(
             model_name='job',
-            index=models.Index(models.F('quota_share'), models.OrderBy(models.F('scheduling_priority'), descending=True), models.F('created_at'), models.F('id'), condition=models.Q(('status', 'RUNNABLE')), name='job_share_line'),
+            name='job_queue_status',
+        ),
+        migrations.RemoveIndex(
+            model_name='job',
+            name='job_share_status',
         ),
         migrations.AddIndex(
             model_name='job',
-            index=models.Index(condition=models.Q(('pending_reason', ''), ('status', 'RUNNABLE')), fields=['job_queue'], name='job_unexplained'),
+            index=models.Index(fields=['job_queue', 'status', 'pending_reason'], name='job_queue_status_reason'),
         ),
         migrations.AddIndex(
             model_name='job',
-            index=models.Index(condition=models.Q(('pending_reason__in', ['BORROW_LIMIT_REACHED', 'EXCEEDS_SHARE_CEILING', 'NOTHING_TO_BORROW', 'SHARE_AT_LIMIT', 'WAITING_FOR_CAPACITY']), ('status', 'RUNNABLE')), fields=['job_queue'], name='job_explained_as_head'),
+            index=models.Index(models.F('quota_share'), models.F('status'), models.OrderBy(models.F('scheduling_priority'), descending=True), models.F('created_at'), models.F('id'), name='job_share_line'),
         ),
     ]

@@ -121,31 +121,23 @@ class Job(models.Model):
 
     class Meta:
         indexes = [
-            models.Index(fields=["job_queue", "status"], name="job_queue_status"),
-            models.Index(fields=["quota_share", "status"], name="job_share_status"),
-            models.Index(fields=["-created_at"], name="job_created"),
-            # A share's line in share order: a tick reads its first jobs (bridge.heads).
+            # A queue's jobs by status, and its waiting jobs by pending reason: a tick reads
+            # those no tick has explained yet (new, or back from a preemption, '') and those
+            # explained as a share's head (HEAD_REASONS) through it (bridge.heads).
+            models.Index(
+                fields=["job_queue", "status", "pending_reason"], name="job_queue_status_reason"
+            ),
+            # A share's jobs by status, its waiting ones in share order: a tick reads the
+            # first jobs of each share's line through it (bridge.heads).
             models.Index(
                 "quota_share",
+                "status",
                 models.F("scheduling_priority").desc(),
                 "created_at",
                 "id",
-                condition=Q(status="RUNNABLE"),
                 name="job_share_line",
             ),
-            # RUNNABLE jobs no tick has explained yet (new, or back from a preemption) ...
-            models.Index(
-                fields=["job_queue"],
-                condition=Q(status="RUNNABLE", pending_reason=""),
-                name="job_unexplained",
-            ),
-            # ... and those explained as a share's head: with STRICT ordering, the only
-            # waiting jobs whose reason a tick may change besides the ones it reads.
-            models.Index(
-                fields=["job_queue"],
-                condition=Q(status="RUNNABLE", pending_reason__in=HEAD_REASONS),
-                name="job_explained_as_head",
-            ),
+            models.Index(fields=["-created_at"], name="job_created"),
             # The LOCAL backend's sweep for preemptions whose completion went unrecorded.
             models.Index(
                 fields=["job_queue"],
