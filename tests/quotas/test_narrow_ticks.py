@@ -21,7 +21,7 @@ from quotaportal.quotas import bridge, services
 from quotaportal.quotas.models import Job, JobQueue, JobStatus
 from quotaportal.quotas.ticking.run import run_tick
 from scheduler import Ordering, plan_tick
-from tests.scheduler.test_properties import snapshots
+from tests.scheduler.builders import snapshots
 
 pytestmark = pytest.mark.django_db(transaction=False)
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from scheduler import Job, Ordering, Share, Snapshot, Strategy, check_plan, plan_tick
 from scheduler.heads import Windows, narrowed, plan_from_heads
 from scheduler.model import PendingReason
-from tests.scheduler.test_properties import EXAMPLES, snapshots
+from tests.scheduler.builders import EXAMPLES, snapshots
 
 
 def _narrow_plan(snapshot: Snapshot, first: int, explain: set[str]):

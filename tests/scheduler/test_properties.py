@@ -8,7 +8,6 @@ gang jobs, several units per share, and many ties in priority and age.
 
 from __future__ import annotations
 
-import os
 import random
 from collections import defaultdict
 from dataclasses import replace
@@ -21,64 +20,7 @@ from scheduler import Job, Ordering, Share, Snapshot, Strategy, check_plan, plan
 from scheduler.invariants import InvariantViolation
 from scheduler.model import PendingReason
 from scheduler.victims import victim_order
-
-UNITS = ("a100", "h100", "l4")
-# QP_PROPERTY_EXAMPLES=5000 for a deeper local run; CI uses the default, derandomized.
-EXAMPLES = int(os.environ.get("QP_PROPERTY_EXAMPLES", "200"))
-
-
-@st.composite
-def shares(draw, count: int) -> list[Share]:
-    result = []
-    for index in range(count):
-        units = draw(st.lists(st.sampled_from(UNITS), min_size=1, max_size=3, unique=True))
-        strategy = draw(st.sampled_from(list(Strategy)))
-        borrow = (
-            draw(st.sampled_from([-1, 0, 25, 50, 100, 200]))
-            if strategy is Strategy.LEND_AND_BORROW
-            else -1
-        )
-        result.append(
-            Share(
-                name=f"s{index}",
-                limits={u: draw(st.integers(1, 6)) for u in units},
-                strategy=strategy,
-                borrow_limit=borrow,
-                in_share_preemption=draw(st.booleans()),
-                enabled=draw(st.integers(0, 4)) > 0,
-            )
-        )
-    return result
-
-
-@st.composite
-def snapshots(draw) -> Snapshot:
-    share_list = draw(shares(draw(st.integers(1, 5))))
-    jobs = []
-    for index in range(draw(st.integers(0, 40))):
-        owner = draw(st.sampled_from(share_list))
-        # Mostly units the share has a limit for, sometimes one it lost.
-        unit = draw(st.sampled_from(sorted(owner.limits) * 4 + list(UNITS)))
-        dispatched = draw(st.booleans())
-        jobs.append(
-            Job(
-                id=f"j{index}",
-                share=owner.name,
-                unit=unit,
-                quantity=draw(st.integers(1, 4)),
-                priority=draw(st.integers(0, 4)),
-                created_at=float(draw(st.integers(0, 8))),
-                dispatched_at=float(draw(st.integers(0, 8))) if dispatched else None,
-            )
-        )
-    capacity = {u: draw(st.integers(0, 16)) for u in UNITS}
-    ordering = draw(st.sampled_from(list(Ordering)))
-    # Sometimes a reservation has just ended: units the tick must fit into a smaller target.
-    fit_to = {}
-    if draw(st.integers(0, 2)) == 0:
-        cut = draw(st.lists(st.sampled_from(UNITS), min_size=1, max_size=2, unique=True))
-        fit_to = {u: draw(st.integers(0, capacity[u])) for u in cut}
-    return Snapshot(capacity, tuple(share_list), tuple(jobs), ordering, fit_to)
+from tests.scheduler.builders import EXAMPLES, snapshots
 
 
 @settings(max_examples=EXAMPLES * 2, deadline=None)

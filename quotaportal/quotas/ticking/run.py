@@ -9,10 +9,12 @@ the higher ones leave and no queue preempts another's jobs.
 Per queue, in a savepoint (an invalid plan rolls back that queue alone):
 1. Advance time-driven state: SIMULATED jobs start and end, attempts past their duration fail,
    RUNNABLE jobs past the queue's job-state time limit are terminated.
-2. If nothing changed since the last plan (same state_version and active-job count, and the
-   last full plan is younger than QP_FULL_REPLAN_SECONDS), stop: the plan would be the same.
-3. Load the snapshot (capacity: max_capacity plus the reservations active now; on a unit whose
-   reservation has just ended, the usage the queue must fit in), plan it, and check the plan.
+2. If nothing changed since the last plan (same state_version, capacity and dispatched-job
+   count, no job without a pending reason, and the last plan is younger than
+   QP_FULL_REPLAN_SECONDS), stop: the plan would be the same.
+3. Read the snapshot (capacity: max_capacity plus the reservations active now; on a unit whose
+   reservation has just ended, the usage the queue must fit in): of a long STRICT queue, the
+   heads of its shares' lines (bridge.plan_heads), else every active job; plan it, check it.
 4. Apply the plan with conditional updates, then record a SchedulerRun.
 An invariant breach rolls everything back and is recorded as the run's error.
 """
@@ -445,7 +447,8 @@ def _unchanged_since_last_plan(queue: JobQueue, version: int, now) -> bool:
         return False
     # Submits leave the version alone (concurrent submits would take turns on the queue's
     # row): a job no tick has explained yet is a change. A count of the dispatched jobs
-    # guards against writes that bypassed the services; both read small partial indexes.
+    # guards against writes that bypassed the services; both read a small range of the
+    # (queue, status, reason) index, whatever the number of jobs waiting.
     jobs = Job.objects.filter(job_queue_id=queue.id)
     if jobs.filter(status__in=DISPATCHED).count() != queue.planned_dispatched_jobs:
         return False
