@@ -71,7 +71,13 @@ def seed_snapshot(snap: Snapshot, progress=None, *, explained: bool = False) -> 
         scheduling_policy=SchedulingPolicy.objects.create(name=tag),
         ordering=snap.ordering.value,
     )
-    team = Team.objects.create(name=tag)
+    share_rows = _seed_shares(queue, snap, unit_rows, Team.objects.create(name=tag))
+    _seed_jobs(queue, snap, share_rows, unit_rows, progress, explained)
+    return queue
+
+
+def _seed_shares(queue: JobQueue, snap: Snapshot, unit_rows: dict, team: Team) -> dict:
+    """The snapshot's shares and their limits as rows: share name -> QuotaShare."""
     share_rows = {
         s.name: QuotaShare(
             job_queue=queue,
@@ -90,6 +96,11 @@ def seed_snapshot(snap: Snapshot, progress=None, *, explained: bool = False) -> 
         for s in snap.shares
         for u, n in s.limits.items()
     )
+    return share_rows
+
+
+def _seed_jobs(queue, snap: Snapshot, share_rows, unit_rows, progress, explained: bool) -> None:
+    """The snapshot's jobs as rows, written SEED_BATCH at a time."""
     waiting_reason = PendingReason.BEHIND_SHARE_HEAD if explained else ""
     rows = (
         Job(
@@ -112,7 +123,6 @@ def seed_snapshot(snap: Snapshot, progress=None, *, explained: bool = False) -> 
         Job.objects.bulk_create(islice(rows, SEED_BATCH))
         if progress:
             progress(min(done + SEED_BATCH, total), total)
-    return queue
 
 
 def raw_select(queue_id: int) -> None:
