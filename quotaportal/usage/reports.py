@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from django.db.models import Min, Q, Sum
+from django.utils import timezone
 
 from quotaportal.quotas.models import JobQueue
 from quotaportal.quotas.permissions import is_platform_admin
@@ -85,7 +86,10 @@ class Sources:
     live: list[tuple[float, tuple, Figures]]
 
 
-def sources(start: datetime, end: datetime, scope: Scope) -> Sources:
+def sources(start: datetime, end: datetime, scope: Scope, now: datetime | None = None) -> Sources:
+    """`end` may lie ahead (a period that ends tomorrow): nothing is counted past `now`, the
+    hours to come hold no use, no entitlement and no wait yet."""
+    end = max(start, min(end, now or timezone.now()))
     rolled_from, rolled_to = _rolled_range(start, end)
     ranges = _live_ranges(start, end, rolled_from, rolled_to)
     live = []
