@@ -26,10 +26,14 @@ def submit_as(user, queue, name, priority=0, quantity=2):
     )
 
 
+@pytest.mark.parametrize("debug", [False, True], ids=["production", "demo"])
 @pytest.mark.parametrize("value", ["", "12000"])
 def test_a_bad_priority_shows_its_error_next_to_the_field(
-    browser, live_server, small_fleet, people, value
+    browser, live_server, small_fleet, people, value, debug, settings
 ):
+    # The demo runs with DEBUG on, where django-htmx's debug script replaced the whole page
+    # with the bare answer of any 400.
+    settings.DEBUG = debug
     job = submit_as(people.alice, small_fleet, "waiting")
     page = sign_in(browser, live_server, "alice")
     for where in (f"/jobs/{job.pk}/", "/jobs/"):
