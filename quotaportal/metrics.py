@@ -138,7 +138,8 @@ class PortalCollector:
     def _capacity(self, now):
         capacity = GaugeMetricFamily(
             "quotaportal_environment_capacity",
-            "Instances per capacity unit now: max capacity plus active reservations.",
+            "Instances per capacity unit now, as the planner uses them: max capacity plus active "
+            "reservations, no more than the backend provides (LOCAL: the READY hosts' slots).",
             labels=["service_environment", "capacity_unit"],
         )
         reserved = GaugeMetricFamily(

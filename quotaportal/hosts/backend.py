@@ -25,6 +25,7 @@ READY_SLOTS_SQL = f"""
 
 class LocalBackend(EnvironmentBackend):
     preemption_stops_at_once = False  # its ranks exit after the grace period (reports)
+    capacity_source = "the READY hosts' slots"
 
     def capacity(self, env, limits: dict[str, int]) -> dict[str, int]:
         with connection.cursor() as cursor:

@@ -19,6 +19,9 @@ class EnvironmentBackend:
     # wind down): its preemption completes at once. False: the backend records the completion
     # when the attempt's processes have stopped (LOCAL, after the grace period).
     preemption_stops_at_once = True
+    # What bounds capacity below the environment's settings, in words for the pages ("" when
+    # nothing does: the settings are the capacity).
+    capacity_source = ""
 
     def capacity(self, env, limits: dict[str, int]) -> dict[str, int]:
         """C(u) now, given the environment's max_capacity per unit (never more than those)."""

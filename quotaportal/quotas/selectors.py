@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from quotaportal.infra.subqueries import per_outer_row
 from quotaportal.quotas import bridge
+from quotaportal.quotas.backends import backend_for
 from quotaportal.quotas.models import (
     DISPATCHED,
     Event,
@@ -312,6 +313,19 @@ def queue_dashboard(queue: JobQueue, since) -> dict:
     }
 
 
+def environment_capacity(env, now) -> dict:
+    """The environment's capacity now ("now": per unit, what the planner uses), and where its
+    settings allow more than its backend can use ("allowed": per unit, e.g. a reservation
+    beyond a LOCAL environment's READY hosts), with what the backend counts ("source")."""
+    allowed = bridge.allowed_capacity(env, now)
+    usable = bridge.usable_capacity(env, allowed)
+    return {
+        "now": usable,
+        "allowed": {u: n for u, n in allowed.items() if n > usable.get(u, 0)},
+        "source": backend_for(env).capacity_source,
+    }
+
+
 def upcoming_capacity_changes(env, now, limit: int = 10) -> list[dict]:
     """The next instants the environment's capacity changes (reservations starting or ending),
     with the capacity per unit from then on, for the dashboard and the environment page."""
@@ -332,14 +346,34 @@ def upcoming_capacity_changes(env, now, limit: int = 10) -> list[dict]:
     by_instant: dict[float, list[str]] = {}
     for when, what in changes_after(windows, now.timestamp()):
         by_instant.setdefault(when, []).append(what)
-    return [
-        {
-            "time": datetime.fromtimestamp(when, UTC),
-            "what": "; ".join(whats),
-            "capacity": capacity_at(base, windows, when),
-        }
-        for when, whats in list(by_instant.items())[:limit]
-    ]
+    source = backend_for(env).capacity_source
+    before = bridge.capacity_now(env, now)
+    changes = []
+    for when, whats in list(by_instant.items())[:limit]:
+        allowed = capacity_at(base, windows, when)
+        # What the backend can use then, as far as is known now (LOCAL: today's READY hosts).
+        capacity = bridge.usable_capacity(env, allowed)
+        units = [
+            {
+                "unit": unit,
+                "before": before.get(unit, 0),
+                "after": count,
+                "held_by_backend": allowed.get(unit, 0) > count
+                or capacity_at(base, windows, when - 1).get(unit, 0) > before.get(unit, 0),
+            }
+            for unit, count in capacity.items()
+        ]
+        changes.append(
+            {
+                "time": datetime.fromtimestamp(when, UTC),
+                "what": "; ".join(whats),
+                "capacity": capacity,
+                "units": units,
+                "source": source,
+            }
+        )
+        before = capacity
+    return changes
 
 
 def fleet_overview() -> list[dict]:
@@ -360,11 +394,13 @@ def fleet_overview() -> list[dict]:
     environments: dict[int, dict] = {}
     for queue in queues:
         env = queue.service_environment
-        capacity = bridge.capacity_of(queue)
-        entry = environments.setdefault(
-            env.pk, {"environment": env, "capacity": capacity, "queues": []}
-        )
-        entry["queues"].append(_queue_overview(queue, capacity))
+        if env.pk not in environments:
+            environments[env.pk] = {
+                "environment": env,
+                "capacity": bridge.capacity_now(env),
+                "queues": [],
+            }
+        environments[env.pk]["queues"].append(_queue_overview(queue, bridge.capacity_of(queue)))
     return list(environments.values())
 
 

@@ -19,6 +19,7 @@ from quotaportal.quotas.bridge.snapshot import (
     Loaded,
     Terms,
     active_columns,
+    allowed_capacity,
     capacity_now,
     capacity_of,
     environment_limits,
@@ -31,6 +32,7 @@ from quotaportal.quotas.bridge.snapshot import (
     share_limits,
     share_of,
     timestamp,
+    usable_capacity,
     usage_after,
 )
 
@@ -43,6 +45,7 @@ __all__ = [
     "Loaded",
     "Terms",
     "active_columns",
+    "allowed_capacity",
     "apply_plan",
     "capacity_now",
     "capacity_of",
@@ -58,6 +61,7 @@ __all__ = [
     "share_limits",
     "share_of",
     "timestamp",
+    "usable_capacity",
     "usage_after",
     "write_pending",
 ]

@@ -89,11 +89,24 @@ def _plus_reserved(env: ServiceEnvironment, reservations) -> dict[str, int]:
     return capacity
 
 
-def capacity_now(env: ServiceEnvironment, now: datetime | None = None) -> dict[str, int]:
-    """Base max_capacity plus the reservations active at `now`."""
+def allowed_capacity(env: ServiceEnvironment, now: datetime | None = None) -> dict[str, int]:
+    """Base max_capacity plus the reservations active at `now`: what the environment's
+    settings allow, before its backend says what it can use (capacity_now)."""
     now = now or timezone.now()
     active = Reservation.objects.filter(environment=env, starts_at__lte=now, ends_at__gt=now)
     return _plus_reserved(env, active)
+
+
+def capacity_now(env: ServiceEnvironment, now: datetime | None = None) -> dict[str, int]:
+    """The environment's capacity at `now`, per unit: max_capacity plus the active
+    reservations, no more than its backend can use (LOCAL: its READY hosts' slots). The one
+    figure every page, /metrics and the planner (capacity_of) show and use."""
+    return usable_capacity(env, allowed_capacity(env, now))
+
+
+def usable_capacity(env: ServiceEnvironment, allowed: dict[str, int]) -> dict[str, int]:
+    """What the environment's backend can use of `allowed` (max_capacity and reservations)."""
+    return backend_for(env).capacity(env, allowed)
 
 
 def most_capacity(env: ServiceEnvironment, now: datetime | None = None) -> dict[str, int]:
@@ -114,7 +127,7 @@ def _usable(queue: JobQueue, limits: dict[str, int]) -> dict[str, int] | None:
     env = queue.service_environment
     if env.state != State.ENABLED or queue.state != State.ENABLED:
         return None
-    return backend_for(env).capacity(env, limits)
+    return usable_capacity(env, limits)
 
 
 def _held(env: ServiceEnvironment, queues) -> dict[str, int]:
@@ -148,7 +161,7 @@ def _limits_and_held(queue: JobQueue, now: datetime) -> tuple[dict[str, int], di
     other queues' dispatched jobs hold, per unit."""
     env = queue.service_environment
     if connection.vendor != "postgresql":
-        return capacity_now(env, now), _held(env, env.job_queues.exclude(pk=queue.pk))
+        return allowed_capacity(env, now), _held(env, env.job_queues.exclude(pk=queue.pk))
     limits: dict[str, int] = {}
     held: dict[str, int] = {}
     with connection.cursor() as cursor:
@@ -182,7 +195,7 @@ def fit_targets(queue: JobQueue, units: set[str], now: datetime) -> dict[str, in
     if not units:
         return {}
     env = queue.service_environment
-    usable = _usable(queue, capacity_now(env, now)) or {}
+    usable = _usable(queue, allowed_capacity(env, now)) or {}
     ahead = env.job_queues.filter(
         Q(priority__gt=queue.priority) | Q(priority=queue.priority, name__lt=queue.name)
     )

@@ -208,7 +208,7 @@ def environment_context(env: ServiceEnvironment) -> dict:
     return {
         "env": env,
         "sync": SyncState.objects.filter(environment=env).first(),
-        "capacity_now": bridge.capacity_now(env, now),
+        "capacity": selectors.environment_capacity(env, now),
         "base": bridge.environment_limits(env),
         "reservations": env.reservations.select_related("capacity_unit").order_by("starts_at"),
         "upcoming": selectors.upcoming_capacity_changes(env, now),
