@@ -16,6 +16,7 @@ LABELS = {
     "preempted_cross_share": "Preempted (cross-share)",
     "preempted_in_share": "Preempted (in-share)",
     "preempted_capacity": "Preempted (reservation ended)",
+    "preemption_completed": "Preemption completed",
     "priority_changed": "Priority changed",
     "retried": "Failed; will retry",
     "succeeded": "Succeeded",
@@ -96,6 +97,14 @@ def _preempted(kind, d, share, names):
     return format_html(
         "Preempted by {} to take back {}'s lent capacity", who, by_share or "its share"
     )
+
+
+def _preemption_completed(kind, d, share, names):
+    count = d.get("preempted_count")
+    times = f" (preempted {count} time{'s' if count != 1 else ''} so far)" if count else ""
+    if d.get("requeued"):
+        return format_html("Preemption completed: its attempt stopped; back in line{}", times)
+    return format_html("Preemption completed: its attempt stopped{}", times)
 
 
 def _priority_changed(kind, d, share, names):
@@ -223,6 +232,7 @@ SENTENCES = {
     "preempted_cross_share": _preempted,
     "preempted_in_share": _preempted,
     "preempted_capacity": _preempted,
+    "preemption_completed": _preemption_completed,
     "priority_changed": _priority_changed,
     "retried": _ended,
     "failed": _ended,

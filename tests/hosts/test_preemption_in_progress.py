@@ -75,6 +75,9 @@ def test_its_rank_s_exit_ends_the_preemption_and_it_waits_again(preempted):
         False,
         "RUNNABLE",
     )
+    assert low.status_reason == (
+        "Preempted by a higher-priority job of its share (in-share); waiting to run again"
+    )
     completed = Event.objects.get(job=low, kind=EventKind.PREEMPTION_COMPLETED)
     assert completed.detail["requeued"] is True
     kinds = [(n.detail_type, n.status) for n in notices(completed, low)]

@@ -82,7 +82,11 @@ def test_preemption_requeues_without_using_an_attempt_until_retries_run_out(peop
     tick(fleet, t0 + timedelta(seconds=1))
     victim = reload(borrowers[3])  # the newest in share order
     assert (victim.status, victim.preempted_count, victim.attempt_count) == ("RUNNABLE", 1, 0)
-    assert victim.status_reason.startswith("PREEMPTION_IN_PROGRESS: Cross-share preemption")
+    # Its attempt stopped with the preemption (SIMULATED): it waits again, and says why.
+    assert victim.status_reason == (
+        "Preempted: a lender took back its capacity (cross-share); waiting to run again"
+    )
+    assert victim.attempts.get().status_reason.startswith("PREEMPTION_IN_PROGRESS: Cross-share")
     assert victim.recent_preemptions[0]["kind"] == "cross_share"
     assert victim.attempts.get().preempted is True
     # It borrows again when capacity frees, and the second preemption exhausts its retries.

@@ -22,6 +22,7 @@ from tests.quotas.builders import in_use, put, two_queues
 pytestmark = pytest.mark.django_db
 
 REASON = "PREEMPTION_IN_PROGRESS: Capacity reservation ended"
+BACK_IN_LINE = "Preempted: a capacity reservation ended; waiting to run again"
 
 
 def reserve(admin, env, start, end, instances=2, name="plan-1", now=None):
@@ -67,7 +68,9 @@ def test_when_it_ends_the_tick_preempts_to_fit_once_and_says_why(people):
     assert in_use(env) == 2
     preempted = Job.objects.filter(pk__in=[j.pk for j in jobs], status="RUNNABLE")
     assert preempted.count() == 2
-    assert {j.status_reason for j in preempted} == {REASON}
+    # Their attempts stopped with the preemption (SIMULATED): back in line, and they say so.
+    assert {j.status_reason for j in preempted} == {BACK_IN_LINE}
+    assert {a.status_reason for j in preempted for a in j.attempts.all()} == {REASON}
     assert all(j.preempted_count == 1 for j in preempted)
     events = Event.objects.filter(kind=EventKind.PREEMPTED_CAPACITY)
     assert sorted(str(e.job_id) for e in events) == sorted(str(j.pk) for j in preempted)

@@ -6,6 +6,7 @@ apply writes a Plan back with conditional updates, so a job that changed since t
 """
 
 from quotaportal.quotas.bridge.apply import (
+    PREEMPTED_REASONS,
     PREEMPTION_EVENTS,
     PREEMPTION_REASONS,
     RECENT_PREEMPTIONS_KEPT,
@@ -38,6 +39,7 @@ from quotaportal.quotas.bridge.snapshot import (
 
 __all__ = [
     "ACTIVE_JOBS_SQL",
+    "PREEMPTED_REASONS",
     "PREEMPTION_EVENTS",
     "PREEMPTION_REASONS",
     "RECENT_PREEMPTIONS_KEPT",

@@ -35,6 +35,19 @@ PREEMPTION_REASONS = {
     ),
     PreemptionKind.CAPACITY: "PREEMPTION_IN_PROGRESS: Capacity reservation ended",
 }
+# A preempted job's reason once its attempt has stopped and it waits again (AWS documents no
+# text for it): what happened, in words, and that it is back in line.
+PREEMPTED_REASONS = {
+    PreemptionKind.CROSS_SHARE.value: (
+        "Preempted: a lender took back its capacity (cross-share); waiting to run again"
+    ),
+    PreemptionKind.IN_SHARE.value: (
+        "Preempted by a higher-priority job of its share (in-share); waiting to run again"
+    ),
+    PreemptionKind.CAPACITY.value: (
+        "Preempted: a capacity reservation ended; waiting to run again"
+    ),
+}
 PREEMPTION_EVENTS = {
     PreemptionKind.CROSS_SHARE: EventKind.PREEMPTED_CROSS_SHARE,
     PreemptionKind.IN_SHARE: EventKind.PREEMPTED_IN_SHARE,
@@ -237,7 +250,10 @@ def _preempt(job: Job, preemption, queue: JobQueue, now: datetime, stopped: bool
     exhausted = retries is not None and job.preempted_count > retries
     status_before = job.status
     job.status = JobStatus.FAILED if exhausted else JobStatus.RUNNABLE
-    job.status_reason = RETRIES_EXHAUSTED if exhausted else reason
+    if exhausted:
+        job.status_reason = RETRIES_EXHAUSTED
+    else:  # in progress until its attempt stops (at once, or when the backend says so)
+        job.status_reason = PREEMPTED_REASONS[preemption.kind.value] if stopped else reason
     job.stopped_at = now if exhausted else None
     job.scheduled_at = job.started_at = None  # written in bulk by the caller
     # Its ranks wind down first (LOCAL): left out of plans, shown RUNNING, until they stop.

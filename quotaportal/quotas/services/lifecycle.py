@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from quotaportal.infra.bulk import update_rows
 from quotaportal.quotas.audit import event_row, insert_events, preemption_completed, record
+from quotaportal.quotas.bridge import PREEMPTED_REASONS
 from quotaportal.quotas.models import (
     DISPATCHED,
     ENVIRONMENT_TOO_SMALL,
@@ -301,7 +302,14 @@ def preemptions_completed(stopped: dict) -> None:
     jobs = list(
         Job.objects.select_for_update()
         .filter(pk__in=list(stopped))
-        .only("job_queue_id", "quota_share_id", "preempted_count", "status", "preemption_stopping")
+        .only(
+            "job_queue_id",
+            "quota_share_id",
+            "preempted_count",
+            "status",
+            "preemption_stopping",
+            "recent_preemptions",
+        )
     )
     released = [job.pk for job in jobs if job.preemption_stopping]
     if released:
@@ -310,6 +318,7 @@ def preemptions_completed(stopped: dict) -> None:
     requeued = {
         job.pk for job in jobs if job.preemption_stopping and job.status == JobStatus.RUNNABLE
     }
+    _say_back_in_line([job for job in jobs if job.pk in requeued])
     insert_events(
         [
             preemption_completed(job, job.job_queue_id, stopped[job.pk], job.pk in requeued)
@@ -318,6 +327,18 @@ def preemptions_completed(stopped: dict) -> None:
     )
     for queue_id in {job.job_queue_id for job in jobs if job.pk in requeued}:
         queue_changed(queue_id)
+
+
+def _say_back_in_line(jobs: list[Job]) -> None:
+    """Their preemption is over and they wait again: their reason says so (it said
+    PREEMPTION_IN_PROGRESS while their attempt stopped)."""
+    by_kind: dict[str, list] = {}
+    for job in jobs:
+        kind = (job.recent_preemptions or [{}])[-1].get("kind", "cross_share")
+        by_kind.setdefault(kind, []).append(job.pk)
+    for kind, ids in by_kind.items():
+        reason = PREEMPTED_REASONS.get(kind, PREEMPTED_REASONS["cross_share"])
+        Job.objects.filter(pk__in=ids, status=JobStatus.RUNNABLE).update(status_reason=reason)
 
 
 # mark_started_in_bulk's writes as one statement: the jobs still on their way run, each with
