@@ -7,6 +7,7 @@ from django.db import models
 from django.utils import timezone
 
 from quotaportal.quotas.models import FINAL
+from quotaportal.quotas.models.connections import ConnectionHealth
 
 
 class AccessKey(models.Model):
@@ -33,23 +34,12 @@ class AccessKey(models.Model):
         return self.revoked_at is not None
 
 
-class SyncState(models.Model):
+class SyncState(ConnectionHealth):
     """How the sync of one AWS_BATCH service environment is going (shown on the dashboard)."""
 
     environment = models.OneToOneField(
         "quotas.ServiceEnvironment", on_delete=models.CASCADE, related_name="aws_sync"
     )
-    last_attempt_at = models.DateTimeField(null=True, blank=True)
-    last_success_at = models.DateTimeField(null=True, blank=True)
-    last_error = models.TextField(blank=True)
-    last_error_at = models.DateTimeField(null=True, blank=True)
-    failures = models.PositiveIntegerField(default=0)  # in a row; sets the backoff
-    backoff_until = models.DateTimeField(null=True, blank=True)
-    last_calls = models.PositiveIntegerField(default=0)
-
-    @property
-    def healthy(self) -> bool:
-        return self.failures == 0 and self.last_success_at is not None
 
 
 class MirrorKind(models.TextChoices):

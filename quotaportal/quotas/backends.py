@@ -22,6 +22,8 @@ class EnvironmentBackend:
     # What bounds capacity below the environment's settings, in words for the pages ("" when
     # nothing does: the settings are the capacity).
     capacity_source = ""
+    # The remote scheduler's name in words ("AWS Batch"), for its connection's health.
+    remote_name = ""
 
     def capacity(self, env, limits: dict[str, int]) -> dict[str, int]:
         """C(u) now, given the environment's max_capacity per unit (never more than those)."""
@@ -37,6 +39,11 @@ class EnvironmentBackend:
         """Run the jobs a plan started (in plan order); return those it could not place,
         after putting them back to RUNNABLE."""
         return []
+
+    def health(self, env):
+        """How the connection to a remote scheduler is going (a models.ConnectionHealth), or
+        None for a backend with no remote end (or none tried yet)."""
+        return None
 
     def next_change(self, queue, now: datetime) -> datetime | None:
         """When the backend's own state next changes by itself, with no report to announce

@@ -326,6 +326,15 @@ def environment_capacity(env, now) -> dict:
     }
 
 
+def connection_health(env) -> dict | None:
+    """A remote-scheduled environment's connection ({"name": "AWS Batch", "state": its
+    ConnectionHealth row, None before the first try}); None for one with no remote end."""
+    backend = backend_for(env)
+    if not backend.remote_name:
+        return None
+    return {"name": backend.remote_name, "state": backend.health(env)}
+
+
 def upcoming_capacity_changes(env, now, limit: int = 10) -> list[dict]:
     """The next instants the environment's capacity changes (reservations starting or ending),
     with the capacity per unit from then on, for the dashboard and the environment page."""
@@ -398,6 +407,7 @@ def fleet_overview() -> list[dict]:
             environments[env.pk] = {
                 "environment": env,
                 "capacity": bridge.capacity_now(env),
+                "connection": connection_health(env),
                 "queues": [],
             }
         environments[env.pk]["queues"].append(_queue_overview(queue, bridge.capacity_of(queue)))

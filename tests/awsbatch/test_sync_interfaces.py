@@ -122,7 +122,7 @@ def test_the_console_form_shows_a_bad_region_in_place_and_saves_a_good_one(clien
     env = ServiceEnvironment.objects.get(name="sagemaker")
     page = client.get(f"/manage/environments/{env.pk}/")
     assert b"Import a job queue from AWS" in page.content
-    assert b"not synced yet" in page.content
+    assert b"AWS Batch: not reached yet" in page.content
 
 
 def test_pages_show_a_job_not_pushed_yet_and_a_failing_sync(client, aws, people):
@@ -141,6 +141,13 @@ def test_pages_show_a_job_not_pushed_yet_and_a_failing_sync(client, aws, people)
     assert "AWS Batch schedules this queue" in dashboard
     assert "3 times in a row" in dashboard
     assert "Could not connect" in dashboard
+    # The fleet page says it too, on the environment's card.
+    fleet = client.get("/fleet/").content.decode()
+    card = fleet[fleet.index('data-environment="aws"') :].split("</section>")[0]
+    assert "AWS Batch: " in card
+    assert "failing" in card
+    assert "3 times in a row" in card
+    assert "Could not connect" in card
 
 
 def test_only_admins_answer_drift_and_a_bad_answer_changes_nothing(client, aws, people):

@@ -14,7 +14,6 @@ from django.utils import timezone
 
 from quotaportal.awsbatch.models import MirroredResource, MirrorKind, RemoteJob, SyncState
 from quotaportal.awsbatch.sync import client as aws_client
-from quotaportal.awsbatch.sync.backend import backoff_seconds
 from quotaportal.awsbatch.sync.drift import resolve_drift
 from quotaportal.awsbatch.sync.shapes import (
     AWS_ACTIVE,
@@ -24,6 +23,7 @@ from quotaportal.awsbatch.sync.shapes import (
 from quotaportal.quotas import services
 from quotaportal.quotas.errors import Forbidden, InvalidInput
 from quotaportal.quotas.models import CapacityUnit, Event, EventKind, Job, JobQueue
+from quotaportal.quotas.services.connections import backoff_seconds
 from tests.awsbatch.sync_builders import ARN, UNIT, Aws, share_detail, submit
 from tests.builders import add_share
 

@@ -58,9 +58,7 @@ def attempt_seconds(start, end) -> dict[str, dict[str, float]]:
     return sums
 
 
-def test_a_running_attempt_is_counted_up_to_now_when_the_period_ends_next_week(
-    people, fleet, t0
-):
+def test_a_running_attempt_is_counted_up_to_now_when_the_period_ends_next_week(people, fleet, t0):
     big, _ = story.reclaimed(people, fleet, t0)  # big runs on, from t0 + 90 min
     before = timezone.now()
     report = reports.usage_report(t0, before + WEEK, "user", reports.Scope())
@@ -121,9 +119,7 @@ def test_rest_csv_page_and_chart_stop_at_now(people, fleet, t0):
         t0, now + WEEK, "queue", reports.Scope(), timedelta(hours=1)
     )
     busy_after_now = [
-        buckets[i]
-        for i, seconds in enumerate(series["gpu"]["own"])
-        if seconds and buckets[i] > now
+        buckets[i] for i, seconds in enumerate(series["gpu"]["own"]) if seconds and buckets[i] > now
     ]
     assert busy_after_now == []
 

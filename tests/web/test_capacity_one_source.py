@@ -77,13 +77,21 @@ def test_the_planner_uses_what_the_pages_show(people, local):
     instances shown, nothing is spare, and exactly the borrowed instances are preempted."""
     _, queue = local
     borrower = services.submit_job(
-        people.alice, job_queue=queue, quota_share="vision", capacity_unit="a100", name="b",
+        people.alice,
+        job_queue=queue,
+        quota_share="vision",
+        capacity_unit="a100",
+        name="b",
         quantity=3,
     )
     run_tick(queue.id)
     assert Job.objects.get(pk=borrower.pk).status == "SCHEDULED"
     lender = services.submit_job(
-        people.bob, job_queue=queue, quota_share="nlp", capacity_unit="a100", name="l",
+        people.bob,
+        job_queue=queue,
+        quota_share="nlp",
+        capacity_unit="a100",
+        name="l",
         quantity=2,
     )
     run_tick(queue.id)

@@ -11,8 +11,6 @@ it are in the audit log.
 from __future__ import annotations
 
 import logging
-import random
-from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
@@ -27,16 +25,19 @@ from quotaportal.awsbatch.sync.jobs import (
     push_terminations,
 )
 from quotaportal.awsbatch.sync.mirror import Sync, config_due, mirror_config
-from quotaportal.quotas.audit import record
 from quotaportal.quotas.backends import EnvironmentBackend
 from quotaportal.quotas.models import EventKind
+from quotaportal.quotas.services.connections import record_outcome
 
 log = logging.getLogger(__name__)
-BACKOFF_BASE_SECONDS, BACKOFF_CAP_SECONDS = 1.0, 60.0
 
 
 class AwsBatchBackend(EnvironmentBackend):
     schedules_itself = True
+    remote_name = "AWS Batch"
+
+    def health(self, env) -> SyncState | None:
+        return SyncState.objects.filter(environment=env).first()
 
     def advance(self, queue, now) -> int:
         return sync_queue(queue, now).caller.calls
@@ -54,7 +55,7 @@ def sync_queue(queue, now, *, dry_run: bool = False, client=None) -> Sync:
         seconds=None if dry_run else settings.QP_AWS_SYNC_SECONDS,
     )
     sync = Sync(caller, env, queue, now)
-    if not dry_run and state.backoff_until is not None and now < state.backoff_until:
+    if not dry_run and state.backing_off(now):
         sync.note(f"backing off until {state.backoff_until:%H:%M:%S} after: {state.last_error}")
         return sync
     error = None
@@ -96,39 +97,12 @@ def _run(sync: Sync) -> str | None:
     return None
 
 
-def backoff_seconds(failures: int) -> float:
-    """Exponential backoff with jitter: half the step is fixed, half random, so environments
-    that failed together do not all come back at the same instant."""
-    step = min(BACKOFF_CAP_SECONDS, BACKOFF_BASE_SECONDS * 2 ** max(failures - 1, 0))
-    return step / 2 + random.uniform(0, step / 2)
-
-
 def _record_health(state: SyncState, sync: Sync, error: str | None) -> None:
-    now = sync.now
-    state.last_attempt_at, state.last_calls = now, sync.caller.calls
-    if error:
-        state.failures += 1
-        wait = backoff_seconds(state.failures)
-        state.backoff_until = now + timedelta(seconds=wait)
-        state.last_error, state.last_error_at = error[:2000], now
-        record(
-            None,
-            EventKind.AWS_SYNC_FAILED,
-            queue=sync.queue,
-            environment=sync.env.name,
-            error=error[:2000],
-            failures_in_a_row=state.failures,
-            retry_in_seconds=round(wait, 1),
-        )
-    else:
-        if state.failures:
-            record(
-                None,
-                EventKind.AWS_SYNC_RECOVERED,
-                queue=sync.queue,
-                environment=sync.env.name,
-                after_failures=state.failures,
-                last_error=state.last_error,
-            )
-        state.failures, state.backoff_until, state.last_success_at = 0, None, now
-    state.save()
+    record_outcome(
+        state,
+        now=sync.now,
+        calls=sync.caller.calls,
+        error=error,
+        queue=sync.queue,
+        kinds=(EventKind.AWS_SYNC_FAILED, EventKind.AWS_SYNC_RECOVERED),
+    )

@@ -11,7 +11,6 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
 
-from quotaportal.awsbatch.models import SyncState
 from quotaportal.quotas import selectors
 from quotaportal.quotas.models import Backend, JobQueue
 from quotaportal.web.charts import share_colours, usage_chart
@@ -59,15 +58,8 @@ def dashboard(request):
         context |= data | {
             "chart": usage_chart(data["history"], data["capacity"], now, span, colours),
             "jobs_url": f"{reverse('job-list')}?job_queue={quote(queue.name)}&quota_share=",
-            **_aws_context(queue),
+            "aws": queue.service_environment.backend == Backend.AWS_BATCH,
+            "connection": selectors.connection_health(queue.service_environment),
         }
     template = "web/dashboard.html#live" if request.htmx else "web/dashboard.html"
     return render(request, template, context)
-
-
-def _aws_context(queue: JobQueue) -> dict:
-    """An AWS_BATCH queue's sync health: last successful sync, lag, last error."""
-    if queue.service_environment.backend != Backend.AWS_BATCH:
-        return {"aws": False}
-    sync = SyncState.objects.filter(environment_id=queue.service_environment_id).first()
-    return {"aws": True, "aws_sync": sync}

@@ -11,7 +11,6 @@ from django.shortcuts import get_object_or_404, redirect
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from quotaportal.awsbatch.models import SyncState
 from quotaportal.awsbatch.sync.client import Refused, Unavailable
 from quotaportal.awsbatch.sync.importer import import_queue
 from quotaportal.quotas import bridge, selectors, services
@@ -207,7 +206,7 @@ def environment_context(env: ServiceEnvironment) -> dict:
     queues = list(env.job_queues.order_by("-priority", "name"))
     return {
         "env": env,
-        "sync": SyncState.objects.filter(environment=env).first(),
+        "connection": selectors.connection_health(env),
         "capacity": selectors.environment_capacity(env, now),
         "base": bridge.environment_limits(env),
         "reservations": env.reservations.select_related("capacity_unit").order_by("starts_at"),
