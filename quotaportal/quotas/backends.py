@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from quotaportal.quotas.models.connections import ConnectionHealth
+
 
 class EnvironmentBackend:
     """What the tick asks of a backend. The base class is a backend with nothing to run."""
@@ -40,9 +42,9 @@ class EnvironmentBackend:
         after putting them back to RUNNABLE."""
         return []
 
-    def health(self, env):
-        """How the connection to a remote scheduler is going (a models.ConnectionHealth), or
-        None for a backend with no remote end (or none tried yet)."""
+    def health(self, env) -> ConnectionHealth | None:
+        """How the connection to a remote scheduler is going, or None for a backend with no
+        remote end (or none tried yet)."""
         return None
 
     def next_change(self, queue, now: datetime) -> datetime | None:

@@ -5,8 +5,8 @@ dashboard, the fleet page, /metrics, the timeline of changes ahead and the plann
 from __future__ import annotations
 
 import re
-from html import unescape
 from datetime import timedelta
+from html import unescape
 
 import pytest
 from django.test import Client
