@@ -134,17 +134,42 @@ def replay_chart(series: list[dict], capacity_total: int, span_s: float) -> Char
         for share in shares
     }
     fractions = [min(1.0, p["t"] / span_s) for p in series] + [1.0]
-    # No label at the right edge: it would be cut off there.
-    x_ticks = [(i / 4, _duration_label(span_s * i / 4)) for i in range(4)]
-    return stacked_chart(fractions, values, capacity_total, x_ticks)
+    x_ticks = [(at / span_s, label) for at, label in duration_ticks(span_s)]
+    # Narrower than the dashboard's: two sit side by side, and their labels must stay legible.
+    return stacked_chart(fractions, values, capacity_total, x_ticks, size=REPLAY_SIZE)
 
 
-def _duration_label(seconds: float) -> str:
-    if seconds >= 7200:
-        return f"{seconds / 3600:.0f} h"
-    if seconds >= 120:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds:.0f} s"
+REPLAY_SIZE = (560, 280)
+# Round steps of elapsed time (seconds) and how a tick at a multiple of each is written.
+DURATION_STEPS = (
+    *(1, 2, 5, 10, 15, 30),
+    *(60 * minutes for minutes in (1, 2, 5, 10, 15, 30)),
+    *(3600 * hours for hours in (1, 2, 3, 6, 12)),
+    *(86400 * days for days in (1, 2, 7)),
+)
+
+
+def duration_ticks(span_s: float, most: int = 5) -> list[tuple[float, str]]:
+    """Ticks at round elapsed times from 0 (1 min, 2 min, …, never "86 s"): the smallest round
+    step giving at most `most` ticks before the end, none so near the end it would be cut."""
+    step = next((s for s in DURATION_STEPS if span_s / s <= most), DURATION_STEPS[-1])
+    count = int(span_s // step)
+    ticks = [i * step for i in range(count + 1)]
+    if len(ticks) > 1 and (span_s - ticks[-1]) < step * 0.25:
+        ticks.pop()  # too close to the right edge to be read whole
+    return [(at, duration_label(at)) for at in ticks]
+
+
+def duration_label(seconds: float) -> str:
+    """An elapsed time in its largest whole unit: 0, 45 s, 90 s → 1 min 30 s, 2 h, 1 d 12 h."""
+    if seconds == 0:
+        return "0"
+    parts = []
+    for size, unit in ((86400, "d"), (3600, "h"), (60, "min"), (1, "s")):
+        whole, seconds = divmod(seconds, size)
+        if whole:
+            parts.append(f"{whole:.0f} {unit}")
+    return " ".join(parts[:2])
 
 
 def stacked_chart(
@@ -154,6 +179,7 @@ def stacked_chart(
     x_ticks: list[tuple[float, str]],
     colours: dict[str, str] | None = None,
     pale: frozenset[str] = frozenset(),
+    size: tuple[int, int] = (WIDTH, HEIGHT),
 ) -> Chart:
     """Stacked step areas: `fractions` are the x positions (0..1) of each sample's start and,
     last, of the end of the chart; values[share][j] holds from sample j to sample j + 1."""
@@ -161,11 +187,13 @@ def stacked_chart(
     totals = [sum(v[j] for v in values.values()) for j in range(count)]
     top = math.ceil(max([capacity_total, 1, *totals]))
 
+    width, height = size
+
     def x(fraction: float) -> float:
-        return LEFT + (WIDTH - LEFT - RIGHT) * fraction
+        return LEFT + (width - LEFT - RIGHT) * fraction
 
     def y(n: float) -> float:
-        return HEIGHT - BOTTOM - (HEIGHT - BOTTOM - TOP) * n / top
+        return height - BOTTOM - (height - BOTTOM - TOP) * n / top
 
     below = [0] * count
     areas = []
@@ -184,5 +212,22 @@ def stacked_chart(
         below = upper
     step = _step(top)
     y_ticks = [Tick(y(n), str(n)) for n in range(0, top + 1, step)]
-    x_marks = [Tick(x(f), label, "end" if f >= 0.999 else "middle") for f, label in x_ticks]
-    return Chart(areas, top, y_ticks, x_marks)
+    x_marks = [Tick(x(f), label, _anchor(f)) for f, label in x_ticks]
+    return Chart(
+        areas,
+        top,
+        y_ticks,
+        x_marks,
+        width=width,
+        height=height,
+        right_edge=width - RIGHT,
+        bottom_edge=height - BOTTOM,
+    )
+
+
+def _anchor(fraction: float) -> str:
+    """A label at the left edge starts there and one at the right edge ends there, so
+    neither is cut off."""
+    if fraction <= 0.001:
+        return "start"
+    return "end" if fraction >= 0.999 else "middle"

@@ -95,6 +95,13 @@ def test_a_queues_history_exports_as_a_workload_the_simulator_reads(people, flee
     assert [p for _, p in by_name["bumped"].priority_changes] == [7]
     assert by_name["bumped"].duration_s > 3000  # running for about an hour so far
     assert {s.name for s in queue.config.shares} == {"vision", "nlp"}
+    # The notes count what was submitted, what was replayed, and what was left out, apart.
+    submitted, durations = workload.notes
+    assert "3 jobs submitted since" in submitted
+    assert durations == (
+        "2 jobs replayed, each as long as its last run (1 still running: as long as so far); "
+        "1 job never ran and was left out"
+    )
 
     path = tmp_path / "history.json"
     call_command("export_workload", "gpu", "--since", "2h", "--output", str(path))

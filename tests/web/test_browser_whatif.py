@@ -65,6 +65,13 @@ def test_an_admin_compares_a_draft_with_today_and_applies_it(browser, live_serve
     expect(page.get_by_test_id("compare")).to_be_visible(timeout=30_000)
     expect(page.get_by_test_id("chart-today")).to_be_visible()
     expect(page.get_by_test_id("chart-draft")).to_be_visible()
+    for side in ("today", "draft"):  # side by side, each tall enough and its labels legible
+        chart = page.get_by_test_id(f"chart-{side}")
+        assert chart.bounding_box()["height"] >= 180
+        sizes = chart.locator("text").evaluate_all(
+            "labels => labels.map(l => l.getBoundingClientRect().height)"
+        )
+        assert min(sizes) >= 10, sizes
     expect(page.get_by_test_id("changes")).to_contain_text("Capacity: 2 a100 → 4 a100")
     expect(page.get_by_test_id("changes")).to_contain_text("Share vision: limits 2 a100 → 3 a100")
     expect(page.get_by_test_id("verdict")).to_contain_text("With the draft, waits p90 fall")

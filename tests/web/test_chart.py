@@ -82,3 +82,21 @@ def test_samples_older_than_an_hour_are_thinned_to_one_a_minute_and_a_week_is_ke
         UtilizationSample.objects.filter(job_queue=fleet.queue).values_list("time", flat=True)
     )
     assert kept == times[2:]
+
+
+@pytest.mark.parametrize(
+    ("span_s", "labels"),
+    [
+        (86, ["0", "30 s", "1 min"]),
+        (344, ["0", "2 min", "4 min"]),
+        (3600, ["0", "15 min", "30 min", "45 min"]),
+        (6000, ["0", "30 min", "1 h", "1 h 30 min"]),
+        (90_000, ["0", "6 h", "12 h", "18 h"]),
+    ],
+)
+def test_a_replay_s_time_ticks_fall_on_round_durations(span_s, labels):
+    from quotaportal.web.charts import duration_ticks
+
+    ticks = duration_ticks(span_s)
+    assert [label for _, label in ticks] == labels
+    assert all(at < span_s for at, _ in ticks)

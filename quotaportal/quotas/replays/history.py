@@ -74,14 +74,28 @@ def queue_history(queue: JobQueue, since: timedelta, now: datetime | None = None
             )
         )
     notes = (
-        f"queue {queue.name}: {len(work):,} jobs submitted since {start:%Y-%m-%d %H:%M} UTC, "
-        f"on today's configuration",
-        f"durations from each job's last run; {still_running:,} still running (duration so far), "
-        f"{left_out:,} never ran and were left out",
+        f"queue {queue.name}: {counted(len(jobs), 'job')} submitted since "
+        f"{start:%Y-%m-%d %H:%M} UTC, replayed on today's configuration",
+        _durations_note(len(work), still_running, left_out),
     )
     return Workload(
         f"{queue.name}-history", (QueueWorkload(queue_config(queue), tuple(work)),), notes
     )
+
+
+def counted(n: int, noun: str) -> str:
+    """ "1 job", "6 jobs"."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
+def _durations_note(replayed: int, still_running: int, left_out: int) -> str:
+    note = f"{counted(replayed, 'job')} replayed, each as long as its last run"
+    if still_running:
+        note += f" ({still_running:,} still running: as long as so far)"
+    if left_out:
+        was = "was" if left_out == 1 else "were"
+        note += f"; {counted(left_out, 'job')} never ran and {was} left out"
+    return note
 
 
 def _run_time(job: Job, now: datetime) -> float | None:
