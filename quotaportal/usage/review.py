@@ -32,6 +32,12 @@ MOSTLY_UNUSED = 0.5
 WORTH_A_LOOK = 0.05
 
 
+def worth_a_look(seconds: float, entitled: float) -> bool:
+    """Instance-seconds enough to matter beside a share's entitlement (and never a sliver
+    such as "0.0 instance-hours")."""
+    return seconds > WORTH_A_LOOK * max(entitled, 3600)
+
+
 def flags(row: dict, strategy: str) -> list[str]:
     """What a share's figures over a period say about its terms, in plain words."""
     found = []
@@ -39,7 +45,7 @@ def flags(row: dict, strategy: str) -> list[str]:
     idle = row["idle_while_waiting_instance_seconds"]
     beside = row["waited_beside_idle_instance_seconds"]
     used = row["own_instance_seconds"] / entitled if entitled else None
-    if strategy == "RESERVE" and idle > 0:
+    if strategy == "RESERVE" and worth_a_look(idle, entitled):
         found.append(
             f"RESERVE held {idle / 3600:,.1f} instance-hours idle while other shares' jobs "
             "waited; LEND would have lent them and still taken them back on demand"
@@ -49,7 +55,7 @@ def flags(row: dict, strategy: str) -> list[str]:
             f"used {used:.0%} of its entitlement while other shares' jobs waited for "
             f"{idle / 3600:,.1f} instance-hours it left idle"
         )
-    if beside > WORTH_A_LOOK * max(entitled, 3600):
+    if worth_a_look(beside, entitled):
         found.append(
             f"its jobs waited while {beside / 3600:,.1f} instance-hours sat idle in other "
             "shares (its limit, strategy or borrow limit kept them from it)"
@@ -70,14 +76,17 @@ def suggested_draft(queue: JobQueue, start: datetime, end: datetime) -> tuple[di
             wanted = busy.get(share["name"], {}).get(unit)
             if wanted:
                 limits[unit] = wanted
-        strategy = _strategy(share["strategy"], review.get(share["name"]))
+        strategy, why = _strategy(share["strategy"], review.get(share["name"]))
         if limits != share["limits"]:
             reasons.append(
                 f"{share['name']}: limits {_limits_text(share['limits'])} → "
                 f"{_limits_text(limits)} (its busiest hours' use)"
             )
         if strategy != share["strategy"]:
-            reasons.append(f"{share['name']}: {share['strategy']} → {strategy}")
+            ceiling = ", with no borrow ceiling" if strategy == "LEND_AND_BORROW" else ""
+            reasons.append(
+                f"{share['name']}: strategy {share['strategy']} → {strategy}{ceiling} ({why})"
+            )
             share["borrow_limit"] = -1
         share["limits"], share["strategy"] = limits, strategy
     reasons += _fit_capacity(draft, largest)
@@ -89,14 +98,23 @@ def _share_rows(queue: JobQueue, start: datetime, end: datetime) -> list[dict]:
     return [{**row, "key": row["quota_share"]} for row in report["rows"]]
 
 
-def _strategy(strategy: str, row: dict | None) -> str:
+def _strategy(strategy: str, row: dict | None) -> tuple[str, str]:
+    """The strategy suggested and why (the strategy unchanged: no reason)."""
     if row is None:
-        return strategy
-    if strategy == "RESERVE" and row["idle_while_waiting_instance_seconds"] > 0:
-        return "LEND"
-    if strategy == "LEND" and row["waited_beside_idle_instance_seconds"] > 0:
-        return "LEND_AND_BORROW"
-    return strategy
+        return strategy, ""
+    entitled = row["entitled_instance_seconds"]
+    idle = row["idle_while_waiting_instance_seconds"]
+    beside = row["waited_beside_idle_instance_seconds"]
+    if strategy == "RESERVE" and worth_a_look(idle, entitled):
+        return "LEND", (
+            f"it held {idle / 3600:,.1f} instance-hours idle while other shares' jobs waited; "
+            "it takes them back by preemption when its own jobs come"
+        )
+    if strategy == "LEND" and worth_a_look(beside, entitled):
+        return "LEND_AND_BORROW", (
+            f"its jobs waited while {beside / 3600:,.1f} instance-hours sat idle in other shares"
+        )
+    return strategy, ""
 
 
 def _busy_use(
@@ -158,10 +176,10 @@ def _limits_text(limits: dict) -> str:
 
 def suggest(actor, queue: JobQueue, start: datetime, end: datetime):
     """Open the suggestion as a what-if replaying the jobs submitted since `start`."""
-    draft, _ = suggested_draft(queue, start, end)
+    draft, reasons = suggested_draft(queue, start, end)
     since_hours = max(1, math.ceil((end - start) / timedelta(hours=1)))
     since_hours = min(since_hours, whatif.MAX_HISTORY_HOURS)
-    return whatif.start_what_if(actor, queue, draft, "history", since_hours)
+    return whatif.start_what_if(actor, queue, draft, "history", since_hours, reasons)
 
 
 def share_strategies(queue_names) -> dict[tuple[str, str], str]:

@@ -100,6 +100,25 @@ def verdict(today: dict, draft: dict) -> str:
     return "With the draft, " + "; ".join(parts) + "."
 
 
+def worse(today: dict, draft: dict) -> list[str]:
+    """Where the draft's replay did worse than today's settings, one phrase each: a
+    suggestion that makes waits longer must say so before anyone applies it."""
+    found = []
+    for label, key in (("p90", "wait_p90_s"), ("p50", "wait_p50_s")):
+        old, new = today.get(key), draft.get(key)
+        if better(old, new) == "worse":
+            found.append(f"waits {label} rise from {duration(old)} to {duration(new)}")
+    if better(today.get("makespan_s"), draft.get("makespan_s")) == "worse":
+        found.append(
+            f"the last job ends after {duration(draft['makespan_s'])} instead of "
+            f"{duration(today['makespan_s'])}"
+        )
+    more = draft.get("preemptions", 0) - today.get("preemptions", 0)
+    if more > 0:
+        found.append(f"{more} more preemption{'s' * (more != 1)}")
+    return found
+
+
 def better(today, draft, lower_is_better: bool = True) -> str:
     """'better', 'worse' or '' for a figure of the draft against today's (for highlighting)."""
     if not _moved(today, draft) or today is None or draft is None:

@@ -35,6 +35,9 @@ class WhatIf(models.Model):
     # {"capacity": {unit: n}, "shares": [{name, limits, strategy, borrow_limit,
     #   in_share_preemption, state, team (new shares), remove}]}: the queue as drafted.
     draft = models.JSONField()
+    # Why the draft says what it says, a line each, when the portal drafted it (limits
+    # suggested from a period's use); empty for an admin's own draft.
+    reasons = models.JSONField(default=list, blank=True)
     source = models.CharField(max_length=16, choices=WhatIfSource.choices)
     since_hours = models.PositiveIntegerField(default=168)
     status = models.CharField(max_length=10, choices=WhatIfStatus.choices, default="QUEUED")

@@ -126,8 +126,16 @@ def _config(queue: JobQueue, draft: dict) -> QueueConfig:
 # -- running -------------------------------------------------------------------------------
 
 
-def start_what_if(actor, queue: JobQueue, draft: dict, source: str, since_hours: int) -> WhatIf:
-    """Record a what-if and queue its replays (a Celery task; at once when embedded)."""
+def start_what_if(
+    actor,
+    queue: JobQueue,
+    draft: dict,
+    source: str,
+    since_hours: int,
+    reasons: list[str] | None = None,
+) -> WhatIf:
+    """Record a what-if and queue its replays (a Celery task; at once when embedded).
+    `reasons`: why the draft is what it is, when the portal drafted it."""
     require_admin(actor, "run what-if replays")
     errors = draft_errors(queue, draft)
     if source not in WhatIfSource.values:
@@ -139,7 +147,12 @@ def start_what_if(actor, queue: JobQueue, draft: dict, source: str, since_hours:
     if errors:
         raise InvalidInput(errors)
     what_if = WhatIf.objects.create(
-        job_queue=queue, created_by=actor, draft=draft, source=source, since_hours=since_hours
+        job_queue=queue,
+        created_by=actor,
+        draft=draft,
+        source=source,
+        since_hours=since_hours,
+        reasons=reasons or [],
     )
     transaction.on_commit(partial(_enqueue, str(what_if.id)))
     return what_if

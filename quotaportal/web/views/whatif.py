@@ -18,7 +18,7 @@ from quotaportal.quotas.services import whatif
 from quotaportal.web.charts import replay_chart
 from quotaportal.web.forms import WhatIfForm
 from quotaportal.web.views.common import forbid_on
-from quotaportal.web.whatif_explained import better, draft_changes, verdict
+from quotaportal.web.whatif_explained import better, draft_changes, verdict, worse
 
 
 @login_required
@@ -73,6 +73,7 @@ def what_if_run(request, pk):
         today = run.result.get("today_config") or whatif.draft_of(run.job_queue)
         context["changes"] = draft_changes(today, run.draft)
         context["verdict"] = verdict(run.result["today"], run.result["draft"])
+        context["worse"] = worse(run.result["today"], run.result["draft"])
     template = "web/whatif_run.html"
     if request.htmx:
         template += "#live"
