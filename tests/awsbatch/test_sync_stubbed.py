@@ -481,3 +481,91 @@ def test_a_priority_changed_in_aws_is_pulled_though_the_status_stays(aws, people
     aws.expect_snapshot()
     aws.tick()
     aws.stub.assert_no_pending_responses()
+
+
+def test_a_job_terminated_in_aws_while_waiting_never_started(aws, people):
+    """AWS fills the required startedAt with 0 for a job that never ran: no 1970 start."""
+    aws.share("qs1", "vision")
+    job = submit(people.alice, aws)
+    RemoteJob.objects.create(job=job, aws_job_id="w1", aws_status="RUNNABLE", queue_position=1)
+    aws.expect_lists()  # gone from the active lists: it ended
+    aws.stub.add_response(
+        "describe_service_job",
+        described(
+            job,
+            "w1",
+            "FAILED",
+            startedAt=0,
+            stoppedAt=1_780_000_060_000,
+            isTerminated=True,
+            statusReason="Terminated by the AWS console",
+        ),
+        None,
+    )
+    aws.tick()
+    job.refresh_from_db()
+    assert (job.status, job.started_at) == ("FAILED", None)
+    assert job.stopped_at is not None and job.stopped_at.year > 2000
+    assert not job.attempts.exists()
+
+
+def test_an_ended_job_keeps_no_place_in_the_line(aws, people, client):
+    aws.share("qs1", "vision")
+    job = submit(people.alice, aws)
+    RemoteJob.objects.create(
+        job=job, aws_job_id="d1", aws_status="RUNNABLE", queue_position=1, share_head=True
+    )
+    aws.expect_lists()
+    aws.stub.add_response(
+        "describe_service_job",
+        described(job, "d1", "SUCCEEDED", stoppedAt=1_780_000_900_000, statusReason="done"),
+        None,
+    )
+    aws.tick()
+    remote = RemoteJob.objects.get(job=job)
+    assert (remote.queue_position, remote.share_head) == (None, False)
+    client.force_login(people.alice)
+    shown = client.get(f"/api/v1/jobs/{job.pk}/").json()["aws"]
+    assert (shown["queue_position"], shown["heads_its_share"]) == (None, False)
+
+
+def test_a_job_terminated_in_the_portal_takes_awss_stop_time(aws, people):
+    """Terminated here at T, the job ran on in AWS until AWS stopped it at T + 40 s: its
+    stop, and its attempt's, are AWS's (the usage counts what really ran)."""
+    aws.share("qs1", "vision")
+    job = submit(people.alice, aws)
+    RemoteJob.objects.create(job=job, aws_job_id="t1", aws_status="RUNNABLE")
+    attempt = {
+        "serviceResourceId": {"name": "TrainingJobArn", "value": "a"},
+        "startedAt": 1_780_000_000_000,
+    }
+    aws.expect_lists({"RUNNING": [summary("t1", "RUNNING", "a")]})
+    aws.stub.add_response(
+        "describe_service_job", described(job, "t1", "RUNNING", attempts=[attempt]), None
+    )
+    aws.tick()
+    services.terminate_job(people.alice, Job.objects.get(pk=job.pk), "not needed")
+    aws.stub.add_response("terminate_service_job", {}, {"jobId": "t1", "reason": "not needed"})
+    aws.expect_lists()
+    stopped = 1_780_000_040_000
+    aws.stub.add_response(
+        "describe_service_job",
+        described(
+            job,
+            "t1",
+            "FAILED",
+            attempts=[{**attempt, "stoppedAt": stopped, "statusReason": "not needed"}],
+            stoppedAt=stopped,
+            isTerminated=True,
+            statusReason="not needed",
+        ),
+        None,
+    )
+    aws.tick()
+    aws.stub.assert_no_pending_responses()
+    job.refresh_from_db()
+    from quotaportal.awsbatch.sync.shapes import moment
+
+    assert job.status == "FAILED"
+    assert job.stopped_at == moment(stopped)
+    assert job.attempts.get().stopped_at == moment(stopped)

@@ -230,6 +230,8 @@ def _record(sync: Sync, remote: RemoteJob, state: RemoteState, status: str, atte
     before = remote.aws_status
     kinds = record_remote_state(remote.job, state, sync.now)
     remote.aws_status, remote.latest_attempt, remote.pulled_at = status, attempt, sync.now
+    if not _waiting(status):  # a job on its way or ended has no place in the line
+        remote.queue_position, remote.share_head = None, False
     if state.scheduling_priority is not None:
         remote.pushed_priority = state.scheduling_priority
     remote.save()

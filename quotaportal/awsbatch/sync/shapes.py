@@ -178,12 +178,15 @@ def submit_request(job, priority: int) -> dict:
 
 
 def moment(value) -> datetime | None:
-    """AWS Batch sends times as epoch milliseconds (a datetime from some stubs)."""
+    """AWS Batch sends times as epoch milliseconds (a datetime from some stubs). A required
+    time member it has no value for yet (startedAt of a job that never ran) comes as 0: that
+    is no time at all, not 1970."""
     if value is None:
         return None
     if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=UTC)
-    return EPOCH + timedelta(milliseconds=int(value))
+        value = value if value.tzinfo else value.replace(tzinfo=UTC)
+        return None if value == EPOCH else value
+    return EPOCH + timedelta(milliseconds=int(value)) if int(value) > 0 else None
 
 
 def portal_status(aws_status: str) -> str:

@@ -71,6 +71,8 @@ def record_remote_state(job: Job, state: RemoteState, now: datetime | None = Non
     now = now or timezone.now()
     job = Job.objects.select_for_update().get(pk=job.pk)
     if job.status in FINAL:
+        if job.is_terminated and state.status in FINAL:
+            _reconcile_end(job, state)
         return []
     events = _transitions(job, state)
     reported = _reported_fields(state)
@@ -93,6 +95,17 @@ def record_remote_state(job: Job, state: RemoteState, now: datetime | None = Non
     if events:
         queue_changed(job.job_queue_id)
     return [kind for kind, _ in events]
+
+
+def _reconcile_end(job: Job, state: RemoteState) -> None:
+    """A job terminated here ran on in the remote scheduler until it was told: its stop (and
+    its attempts') become the remote side's, so its usage counts what really ran. Its end is
+    no news: no event."""
+    stopped_at = state.stopped_at or job.stopped_at
+    if stopped_at != job.stopped_at:
+        Job.objects.filter(pk=job.pk).update(stopped_at=stopped_at)
+        job.stopped_at = stopped_at
+    _write_attempts(job, state.attempts)
 
 
 def _reported_fields(state: RemoteState) -> dict:
