@@ -505,7 +505,8 @@ def test_a_job_terminated_in_aws_while_waiting_never_started(aws, people):
     aws.tick()
     job.refresh_from_db()
     assert (job.status, job.started_at) == ("FAILED", None)
-    assert job.stopped_at is not None and job.stopped_at.year > 2000
+    assert job.stopped_at is not None
+    assert job.stopped_at.year > 2000
     assert not job.attempts.exists()
 
 
