@@ -315,6 +315,9 @@ SPECTACULAR_SETTINGS = {
 CELERY_BROKER_URL = REDIS_URL or "memory://"
 # kombu's Redis transport with a worker that survives losing Redis (quotaportal.infra.broker).
 CELERY_BROKER_TRANSPORT = "quotaportal.infra.broker:Transport" if REDIS_URL else None
+# Every key the broker writes (the task queues, `unacked`, `_kombu.binding.*`) starts with the
+# deployment's prefix too, so deployments sharing a Redis database never share a task queue.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"global_keyprefix": f"{QP_REDIS_PREFIX}:celery:"}
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
 CELERY_TASK_IGNORE_RESULT = True

@@ -27,6 +27,10 @@ if os.environ.get("CI"):
 os.environ.setdefault("QP_REDIS_PREFIX", f"quotaportal-test-{os.getpid()}")
 if django_settings.configured:  # pytest-django may have loaded the settings before this file
     django_settings.QP_REDIS_PREFIX = os.environ["QP_REDIS_PREFIX"]
+    django_settings.CELERY_BROKER_TRANSPORT_OPTIONS = {
+        **django_settings.CELERY_BROKER_TRANSPORT_OPTIONS,
+        "global_keyprefix": f"{os.environ['QP_REDIS_PREFIX']}:celery:",
+    }
 
 
 @pytest.fixture(scope="session")

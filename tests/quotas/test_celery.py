@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from celery import Celery
+from django.conf import settings as dj_settings
 
 from quotaportal.quotas.models import Job, SchedulerRun
 from tests.builders import submit
@@ -32,9 +33,9 @@ def test_a_simulated_job_starts_and_ends_at_its_instants_not_at_the_next_beat(
     job = submit(people.alice, fleet, name="two-seconds", simulated_duration_seconds=2)
     settings = {"QP_TICK_SECONDS": "60", "QP_IMMEDIATE_TICKS": "1"}
     with worker_with_beat(repo, tmp_path, broker, **settings) as (worker, _):
-        Celery(broker=broker, set_as_current=False).send_task(
-            "quotaportal.quotas.tasks.tick_queue_now", args=[fleet.queue.pk]
-        )
+        deployment = Celery(broker=broker, set_as_current=False)
+        deployment.conf.broker_transport_options = dj_settings.CELERY_BROKER_TRANSPORT_OPTIONS
+        deployment.send_task("quotaportal.quotas.tasks.tick_queue_now", args=[fleet.queue.pk])
         wait_for(worker, lambda: Job.objects.get(pk=job.pk).status == "SUCCEEDED", 40)
     job.refresh_from_db()
     assert job.status == "SUCCEEDED", "ended long before the second beat"
