@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from django.db import connection
 
 ADVISORY_LOCKS = {
@@ -13,6 +16,8 @@ ADVISORY_LOCKS = {
     "event_publish": 80_403,
     # (namespace, 0): one writer of the hourly usage rows at a time (beat and a backfill).
     "usage_rollup": 80_404,
+    # (namespace, webhook.id): one sender of a webhook's deliveries at a time, in order.
+    "webhook_send": 80_405,
 }
 
 
@@ -24,6 +29,27 @@ def try_lock(name: str, key: int = 0) -> bool:
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_try_advisory_xact_lock(%s, %s)", [ADVISORY_LOCKS[name], key])
         return bool(cursor.fetchone()[0])
+
+
+@contextmanager
+def session_lock(name: str, key: int = 0) -> Iterator[bool]:
+    """Try the named advisory lock for this connection's session, outside any transaction,
+    and hold it for the block: True when taken. A process killed while it holds the lock
+    lets go of it at once (its connection closes), unlike a lease that must run out first.
+    Always True on SQLite (the embedded default has one sender)."""
+    if connection.vendor != "postgresql":
+        yield True
+        return
+    namespace = ADVISORY_LOCKS[name]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [namespace, key])
+        taken = bool(cursor.fetchone()[0])
+    try:
+        yield taken
+    finally:
+        if taken:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [namespace, key])
 
 
 def try_lock_environment(environment_id: int) -> bool:

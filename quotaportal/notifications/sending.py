@@ -13,10 +13,11 @@ from datetime import timedelta
 import requests
 from django.conf import settings
 from django.core.mail import send_mail
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from quotaportal.infra.locks import session_lock
 from quotaportal.notifications.models import Delivery, DeliveryStatus, Webhook
 
 log = logging.getLogger(__name__)
@@ -49,7 +50,8 @@ def backoff(tries: int) -> timedelta:
 
 
 def webhooks_due(now=None) -> list[int]:
-    """Webhooks whose oldest pending delivery is due and that no sender holds."""
+    """Webhooks whose oldest pending delivery is due and that no lease holds (a sender
+    holding one's lock is found out by send_webhook)."""
     now = now or timezone.now()
     return list(
         Webhook.objects.filter(
@@ -64,7 +66,20 @@ def webhooks_due(now=None) -> list[int]:
 
 def send_webhook(webhook_id: int) -> int:
     """Send the webhook's pending deliveries in order until one is refused (the rest wait for
-    it: order per job holds) or this turn's budget is spent; how many were accepted."""
+    it: order per job holds) or this turn's budget is spent; how many were accepted.
+
+    One sender at a time per webhook: on PostgreSQL by a session lock, which a sender killed
+    mid-turn lets go of at once, so its redelivery comes when the retry schedule says; on
+    SQLite (one process) by a lease on the row."""
+    with session_lock("webhook_send", webhook_id) as mine:
+        if not mine:
+            return 0  # another sender has it
+        if connection.vendor == "postgresql":
+            return _send_in_order(Webhook.objects.get(pk=webhook_id))
+        return _send_leased(webhook_id)
+
+
+def _send_leased(webhook_id: int) -> int:
     now = timezone.now()
     lease = now + timedelta(seconds=lease_seconds())
     taken = (
@@ -73,7 +88,7 @@ def send_webhook(webhook_id: int) -> int:
         .update(leased_until=lease)
     )
     if not taken:
-        return 0  # another sender has it
+        return 0
     try:
         return _send_in_order(Webhook.objects.get(pk=webhook_id))
     finally:
@@ -105,6 +120,7 @@ def _post(session: requests.Session, webhook: Webhook, delivery: Delivery) -> bo
         "X-Quotaportal-Event": delivery.detail_type,
         "X-Quotaportal-Delivery": str(delivery.pk),
     }
+    begin_try(delivery)  # counted before it is made: a sender killed mid-try counted it
     code, error = None, ""
     try:
         response = session.post(
@@ -123,11 +139,25 @@ def _post(session: requests.Session, webhook: Webhook, delivery: Delivery) -> bo
     return not error
 
 
-def record_try(delivery: Delivery, code: int | None, error: str) -> None:
-    """How a try went: accepted, retried after a backoff, or given up once its retry window
-    (QP_WEBHOOK_RETRY_HOURS since the event) has closed."""
+def begin_try(delivery: Delivery) -> None:
+    """A try starts: counted, and the next one scheduled after its backoff, before the
+    request goes out. A sender killed while it waits for the answer leaves the delivery as a
+    try that failed: sent again when the retry schedule says (at least once), and the
+    deliveries list counts it."""
     now = timezone.now()
     delivery.tries += 1
+    delivery.last_tried_at = now
+    delivery.next_try_at = now + backoff(delivery.tries)
+    delivery.error = "no answer yet (the sender stopped during the try)"
+    delivery.save(update_fields=["tries", "last_tried_at", "next_try_at", "error"])
+
+
+def record_try(delivery: Delivery, code: int | None, error: str, *, begun: bool = True) -> None:
+    """How a try went: accepted, retried after a backoff, or given up once its retry window
+    (QP_WEBHOOK_RETRY_HOURS since the event) has closed. `begun`: begin_try counted it."""
+    now = timezone.now()
+    if not begun:
+        delivery.tries += 1
     delivery.last_tried_at = now
     delivery.response_status = code
     delivery.error = error[:500]
@@ -172,6 +202,6 @@ def send_emails(limit: int = 100) -> int:
                 send_mail(subject, text, None, [delivery.recipient.email])
             except Exception as err:  # SMTP and socket errors vary by backend
                 error = f"{type(err).__name__}: {err}"
-            record_try(delivery, None, error)
+            record_try(delivery, None, error, begun=False)
             sent += not error
     return sent

@@ -108,3 +108,35 @@ def test_a_listener_down_for_a_minute_and_killed_workers_lose_no_event(
         ("Batch Service Job State Change", "RUNNABLE"),
         ("Batch Service Job Preemption Completed", "RUNNABLE"),
     ]
+
+
+def test_a_worker_killed_mid_delivery_counts_the_try_and_resends_on_schedule(
+    people, fleet, repo, tmp_path, broker, listener
+):
+    """The listener takes 20 s to answer; the worker is killed while it waits. The try is
+    counted, and the next worker sends the event again after its backoff, not once the dead
+    sender's hold on the webhook has run out (minutes with a 30 s timeout)."""
+    listener.secret = SECRET
+    hook = services.create_webhook(people.admin, name="ops", url=listener.url, secret=SECRET)
+    listener.delay = 20
+    slow = {**SETTINGS, "QP_WEBHOOK_TIMEOUT": "30", "QP_WEBHOOK_MAX_BACKOFF": "2"}
+    with worker_with_beat(repo, folder(tmp_path, "a"), broker, **slow) as (first, _):
+        submit(people.alice, fleet, name="watched")
+        until(lambda: len(listener.received) == 1, "the first try to reach the listener", 60)
+        kill_hard(first)
+    killed_at = time.monotonic()
+    head = Delivery.objects.filter(webhook=hook).order_by("id").first()
+    assert head.tries == 1, "the try the killed worker was making is counted"
+    listener.delay = 0
+    with worker_with_beat(repo, folder(tmp_path, "b"), broker, **slow):
+        until(lambda: len(listener.received) >= 2, "the event to be sent again", 60)
+        again_after = time.monotonic() - killed_at
+        until(
+            lambda: Delivery.objects.get(pk=head.pk).status == DeliveryStatus.DELIVERED,
+            "the delivery to be accepted",
+            30,
+        )
+    assert listener.received[1]["body"] == listener.received[0]["body"], "the same event again"
+    # A worker's start (a few seconds) and one sweep: far inside the 128 s a lease held.
+    assert again_after < 30, f"sent again {again_after:.0f} s after the kill"
+    assert Delivery.objects.get(pk=head.pk).tries == 2
