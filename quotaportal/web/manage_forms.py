@@ -82,6 +82,16 @@ class UserCreateForm(forms.Form):
     )
 
 
+class UserEmailForm(forms.Form):
+    # Checked by the service (accounts.set_email): its message says what to write.
+    email = forms.CharField(
+        required=False,
+        max_length=254,
+        label="E-mail",
+        help_text="Where the job e-mails this person asks for go; empty for none.",
+    )
+
+
 class UnitForm(forms.Form):
     name = _name(
         UNIT_NAME,

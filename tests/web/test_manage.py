@@ -349,3 +349,33 @@ def test_a_bad_name_states_the_rule_not_the_fields_help():
     team = TeamForm({"name": "x" * 65})
     team.is_valid()
     assert "1 to 64 letters" in team.errors["name"][0]
+
+
+def test_an_admin_sets_an_existing_users_email_and_a_bad_one_is_refused_beside_it(
+    admin_client, people
+):
+    page = reverse("manage-user", args=[people.alice.pk])
+    answer = admin_client.post(page, {"action": "email", "email": "alice@example.org"})
+    assert answer.status_code == 302
+    people.alice.refresh_from_db()
+    assert people.alice.email == "alice@example.org"
+    assert 'value="alice@example.org"' in admin_client.get(page).content.decode()
+    audit = Event.objects.filter(kind="resource_changed").latest("id")
+    assert audit.detail["email"] == "alice@example.org"
+    for bad, says in (("not an address", "is not an e-mail address"), ("x" * 300, "254")):
+        refused = admin_client.post(page, {"action": "email", "email": bad})
+        assert refused.status_code == 400
+        assert says in refused.content.decode()
+    people.alice.refresh_from_db()
+    assert people.alice.email == "alice@example.org", "nothing changed by a refusal"
+    admin_client.post(page, {"action": "email", "email": ""})  # cleared
+    people.alice.refresh_from_db()
+    assert people.alice.email == ""
+
+
+def test_a_scientist_cannot_set_anyones_email(scientist_client, people):
+    page = reverse("manage-user", args=[people.bob.pk])
+    answer = scientist_client.post(page, {"action": "email", "email": "evil@example.org"})
+    assert answer.status_code == 403
+    people.bob.refresh_from_db()
+    assert people.bob.email == ""

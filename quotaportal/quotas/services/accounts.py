@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 
 from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
+from django.core.validators import validate_email
 from django.db import IntegrityError, transaction
 from rest_framework.authtoken.models import Token
 
@@ -131,6 +133,31 @@ def set_active(actor, user, active: bool) -> None:
     user.is_active = bool(active)
     user.save(update_fields=["is_active"])
     _audit(actor, "reactivated" if active else "deactivated", "user", user.username)
+
+
+@transaction.atomic
+def set_email(actor, user, email: str) -> bool:
+    """An admin sets (or clears, with "") the address a user's job e-mails go to. An account
+    of the identity provider has it set again from the provider's claims at each sign-in.
+    True once saved."""
+    require_admin(actor, "change users' e-mail addresses")
+    email = (email or "").strip() if isinstance(email, str) else email
+    if not isinstance(email, str) or len(email) > 254:
+        raise InvalidInput({"email": "give an e-mail address of at most 254 characters"})
+    if email:
+        try:
+            validate_email(email)
+        except ValidationError:
+            shown = email if len(email) <= 60 else email[:60] + "…"
+            raise InvalidInput(
+                {"email": f"{shown!r} is not an e-mail address; for example ada@example.org"}
+            ) from None
+    before = user.email
+    if email != before:
+        user.email = email
+        user.save(update_fields=["email"])
+        _audit(actor, "changed the e-mail of", "user", user.username, previous=before, email=email)
+    return True
 
 
 @transaction.atomic

@@ -18,7 +18,7 @@ from django.views.decorators.http import require_POST
 from quotaportal.quotas import services
 from quotaportal.quotas.models import Membership, Team
 from quotaportal.quotas.services import accounts
-from quotaportal.web.manage_forms import MemberForm, TeamForm, UserCreateForm
+from quotaportal.web.manage_forms import MemberForm, TeamForm, UserCreateForm, UserEmailForm
 from quotaportal.web.views.manage_common import (
     DeleteView,
     ListWithForm,
@@ -183,6 +183,16 @@ def user(request, pk):
                 "manage-user",
                 account.pk,
             )
+        elif action == "email":
+            form = UserEmailForm(request.POST)
+            if saved(form, lambda d: accounts.set_email(request.user, account, d["email"])):
+                return succeed(
+                    request,
+                    f"Saved the e-mail address of {account.username}.",
+                    "manage-user",
+                    account.pk,
+                )
+            context["email_form"] = form
         elif action in ("deactivate", "reactivate"):
             return act(
                 request,
@@ -194,9 +204,10 @@ def user(request, pk):
         else:
             messages.error(request, "Unknown action.")
             return redirect("manage-user", account.pk)
+    context.setdefault("email_form", UserEmailForm(initial={"email": account.email}))
     context.update(
         token_count=account.personal_tokens.filter(revoked_at__isnull=True).count(),
         has_legacy=hasattr(account, "auth_token"),
         provider=getattr(account, "provider_account", None),
     )
-    return page(request, "web/manage_user.html", context)
+    return page(request, "web/manage_user.html", context, failed=context["email_form"].is_bound)
