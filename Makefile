@@ -22,8 +22,11 @@ $(STAMP): pyproject.toml | $(VENV)/bin/python
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,docs]'
 	@touch $(RUNTIME) $(STAMP)
 
+# The demo's port: make demo PORT=8101 (it prints the URL and the samples' QP_URL).
+PORT ?= 8000
+
 demo: $(RUNTIME)
-	$(PY) manage.py demo
+	$(PY) manage.py demo --port $(PORT)
 
 # The tests run against real services: the machine's PostgreSQL and Redis unless overridden.
 test: export DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/quotaportal

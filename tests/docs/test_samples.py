@@ -45,6 +45,7 @@ def docs_world(live_server, tmp_path) -> dict[str, str]:
         "AWS_DEFAULT_REGION": "us-east-1",
         "AWS_EC2_METADATA_DISABLED": "true",
         "QP_LIVE_URL": live_server.url,
+        "QP_URL": live_server.url,  # as the demo's printout exports it
     }
 
 

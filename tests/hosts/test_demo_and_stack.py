@@ -82,7 +82,8 @@ def test_the_demo_serves_runs_a_job_to_success_and_stops_cleanly(repo, tmp_path)
         assert succeeded, "no demo job reached SUCCEEDED:\n" + "".join(lines[-40:])
         assert succeeded[0]["attempts"][0]["placements"][0]["output_tail"].rstrip().endswith("done")
         assert any("team research, submits to QS1" in line for line in lines)
-        readme_curl_submits_a_job(repo, base, login_token(lines, "alice"))
+        assert exported(lines).startswith(f"export QP_URL={base} TOKEN=")
+        readme_curl_submits_a_job(repo, exported(lines))
         running = get_json(f"{base}/api/v1/jobs/?status=RUNNING", token)["count"]
     finally:
         os.killpg(demo.pid, signal.SIGINT)  # Ctrl-C in the terminal reaches the whole group
@@ -99,19 +100,19 @@ def test_the_demo_serves_runs_a_job_to_success_and_stops_cleanly(repo, tmp_path)
     assert not any("/api/v1/agent/heartbeat/" in line for line in lines), "heartbeats are DEBUG"
 
 
-def login_token(lines: list[str], user: str) -> str:
-    found = [re.search(rf"^\s+{user}\s+password \S+\s+token (\w+)", line) for line in lines]
-    return next(m.group(1) for m in found if m)
+def exported(lines: list[str]) -> str:
+    """The `export QP_URL=… TOKEN=…` line the demo prints for the docs' samples."""
+    return next(line.strip() for line in lines if line.strip().startswith("export QP_URL="))
 
 
-def readme_curl_submits_a_job(repo: Path, base: str, token: str) -> None:
-    """The README's curl example, exactly as written, against this demo."""
+def readme_curl_submits_a_job(repo: Path, export: str) -> None:
+    """The README's curl example, exactly as written, after the line the demo printed for
+    it: on whatever port the demo was given, it reaches this demo as alice."""
     readme = (repo / "README.md").read_text()
-    block = re.search(r"```sh\n(curl .*?)\n```", readme, re.S).group(1)
-    command = block.replace("http://127.0.0.1:8000", base)
+    command = re.search(r"```sh\n(curl .*?)\n```", readme, re.S).group(1)
     done = subprocess.run(
-        ["bash", "-c", command + " --fail-with-body --silent --show-error"],
-        env={**os.environ, "TOKEN": token},
+        ["bash", "-c", f"{export}\n{command} --fail-with-body --silent --show-error"],
+        env=os.environ,
         capture_output=True,
         text=True,
         timeout=30,
@@ -120,6 +121,21 @@ def readme_curl_submits_a_job(repo: Path, base: str, token: str) -> None:
     created = json.loads(done.stdout)
     assert (created["job_queue"], created["quota_share"]) == ("gpu-queue", "QS1")
     assert created["status"] in ("RUNNABLE", "SCHEDULED"), "queued (or dispatched at once)"
+
+
+def test_the_demo_takes_its_port_from_make_and_says_so(repo):
+    planned = subprocess.run(
+        ["make", "-n", "-W", "pyproject.toml", "demo", "PORT=8101"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+    ).stdout
+    assert "manage.py demo --port 8101" in planned
+    shown = subprocess.run(
+        [sys.executable, "manage.py", "demo", "--help"], cwd=repo, capture_output=True, text=True
+    ).stdout
+    assert "port of the web server" in shown
+    assert "make demo PORT=8101" in " ".join(shown.split())
 
 
 def compose_commands(repo: Path) -> dict[str, list[str]]:

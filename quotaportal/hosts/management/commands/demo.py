@@ -46,7 +46,12 @@ class Command(BaseCommand):
     help = "Run the demo: web server, scheduler loop and a simulated GPU host (Ctrl-C stops)."
 
     def add_arguments(self, parser):
-        parser.add_argument("--port", type=int, default=8000)
+        parser.add_argument(
+            "--port",
+            type=int,
+            default=8000,
+            help="port of the web server on 127.0.0.1 (default 8000; make demo PORT=8101)",
+        )
         parser.add_argument("--password", help="password for every demo user (default: random)")
         parser.add_argument("--gpus", type=int, default=3, help="GPUs of the simulated host")
 
@@ -60,6 +65,8 @@ class Command(BaseCommand):
         )
         token = host_services.create_agent_token(None, ServiceEnvironment.objects.get(name="demo"))
         url = f"http://127.0.0.1:{port}"
+        if "QP_PUBLIC_URL" not in os.environ:  # the links in e-mails and Slack point here
+            settings.QP_PUBLIC_URL = url
         # The submit form offers a job worth watching: it runs two minutes, printing progress,
         # and checkpoints when preempted (RUNNABLE -> RUNNING -> preempted -> resumed).
         settings.QP_EXAMPLE_COMMAND = (
@@ -122,6 +129,8 @@ class Command(BaseCommand):
 
     def banner(self, url: str, seeded: str) -> None:
         logins = [line for line in seeded.splitlines() if line.startswith("user ")]
+        # "user alice  password …  token …  team …": the docs' samples submit as alice.
+        tokens = {line.split()[1]: line.split("token ")[1].split()[0] for line in logins}
         self.stdout.write(
             "\n".join(
                 [
@@ -130,6 +139,8 @@ class Command(BaseCommand):
                     f"  open {url}  (API docs: {url}/api/docs/)",
                     "  sign in as:",
                     *(f"    {line[5:]}" for line in logins),
+                    "  the docs' samples run as alice against this server after:",
+                    f"    export QP_URL={url} TOKEN={tokens.get('alice', '')}",
                     "  one simulated GPU host runs the jobs; Ctrl-C stops everything",
                     "",
                 ]
