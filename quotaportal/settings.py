@@ -253,7 +253,7 @@ QP_ESTIMATE_MAX_WAITING = envint("QP_ESTIMATE_MAX_WAITING", 5000)
 # What-if replays run in a Celery task; with this set they run in the web process instead.
 QP_WHATIF_IN_PROCESS = os.environ.get("QP_WHATIF_IN_PROCESS", "") == "1"
 # The Alibaba openb trace a what-if may replay (its folder or the folder above it).
-QP_TRACE_DIR = os.environ.get("QP_TRACE_DIR", str(BASE_DIR.parent / "shared" / "traces"))
+QP_TRACE_DIR = os.environ.get("QP_TRACE_DIR", str(BASE_DIR / "var" / "traces"))
 
 # Prometheus scrapes /metrics with `Authorization: Bearer $QP_METRICS_TOKEN`, or from an
 # address in QP_METRICS_ALLOWED_IPS (comma-separated addresses or networks, e.g.

@@ -247,11 +247,12 @@ def unit_counts_text(counts: dict[str, int]) -> str:
     return ", ".join(f"{unit}={count}" for unit, count in sorted(counts.items()))
 
 
-TRACE_MISSING_HELP = (
-    "To replay the Alibaba GPU cluster trace too, download its two CSV files "
+SAMPLE_TRACE_HELP = (
+    "The trace replayed is the sample shipped with quotaportal (a few hundred of its pods). "
+    "For the whole Alibaba GPU cluster trace, download its two CSV files "
     "(openb_node_list_gpu_node.csv and openb_pod_list_gpuspec33.csv, from the folder "
-    "cluster-trace-gpu-v2023/csv of github.com/alibaba/clusterdata) into a folder "
-    "alibaba-openb-2023 under {folder} (or point QP_TRACE_DIR elsewhere) and restart."
+    "cluster-trace-gpu-v2023/csv of github.com/alibaba/clusterdata) into {folder} (in this "
+    "checkout, or where QP_TRACE_DIR points) and restart."
 )
 
 
@@ -276,19 +277,15 @@ class WhatIfForm(forms.Form):
         help_text="with the queue's recent jobs: how far back",
     )
 
-    def __init__(self, *args, draft: dict, trace: bool, **kwargs):
+    def __init__(self, *args, draft: dict, whole_trace: bool, **kwargs):
         super().__init__(*args, **kwargs)
 
         self.shares = [s["name"] for s in draft["shares"]]
-        self.fields["source"].choices = [
-            (value, label)
-            for value, label in WhatIfSource.choices
-            if trace or value != WhatIfSource.TRACE
-        ]
+        self.fields["source"].choices = WhatIfSource.choices
         self.fields["source"].initial = WhatIfSource.HISTORY
-        if not trace:
+        if not whole_trace:
             folder = settings.QP_TRACE_DIR
-            self.fields["source"].help_text = TRACE_MISSING_HELP.format(folder=folder)
+            self.fields["source"].help_text = SAMPLE_TRACE_HELP.format(folder=folder)
         self.fields["capacity"].initial = unit_counts_text(draft["capacity"])
         for index, share in enumerate(draft["shares"]):
             self._share_fields(f"s{index}", share["name"], share)

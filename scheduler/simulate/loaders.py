@@ -16,6 +16,8 @@ from scheduler.simulate.workload import QueueConfig, QueueWorkload, WorkJob, Wor
 
 NODES_FILE = "openb_node_list_gpu_node.csv"
 PODS_FILE = "openb_pod_list_gpuspec33.csv"
+# A few hundred of the trace's pods, shipped with the code for tests and the what-if page.
+SAMPLE_TRACE_DIR = Path(__file__).parent / "traces" / "alibaba-openb-sample"
 # QoS class -> (share, strategy, share of each unit's GPUs as its limit, priority in the share)
 QOS_SHARES = {
     "LS": ("latency-sensitive", Strategy.RESERVE, 0.5, 100),

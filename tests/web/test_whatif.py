@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from datetime import timedelta
 from pathlib import Path
 
@@ -16,6 +19,7 @@ from quotaportal.quotas.services.shares import limits_of
 from quotaportal.quotas.ticking.run import run_tick
 from quotaportal.web.numbers import duration
 from quotaportal.web.whatif_explained import verdict
+from scheduler.simulate.loaders import SAMPLE_TRACE_DIR
 from tests.builders import submit
 
 
@@ -210,15 +214,34 @@ def test_the_trace_is_mapped_onto_the_queues_shares_and_sped_up():
     assert [(j.submit_s, j.duration_s) for j in mapped] == [(0.0, 5.0), (2.0, 1.0)]
 
 
-def test_without_the_trace_the_draft_page_says_how_to_add_it(people, fleet, client, settings):
+def test_without_the_whole_trace_the_page_replays_the_sample_and_says_how_to_add_it(
+    people, fleet, client, settings
+):
     client.force_login(people.admin)
     settings.QP_TRACE_DIR = "/nonexistent/traces"
     page = client.get(f"/what-if/queues/{fleet.queue.pk}/").content.decode()
-    assert 'value="trace"' not in page
+    assert 'value="trace"' in page, "the sample shipped with the code is always there"
+    assert "the sample shipped with quotaportal" in page
     assert "download its two CSV files" in page
     assert "/nonexistent/traces" in page
+    assert whatif.trace_folder() == SAMPLE_TRACE_DIR
     sample = Path(__file__).parents[2] / "scheduler/simulate/traces/alibaba-openb-sample"
     settings.QP_TRACE_DIR = str(sample)
     page = client.get(f"/what-if/queues/{fleet.queue.pk}/").content.decode()
     assert 'value="trace"' in page
     assert "download its two CSV files" not in page
+
+
+def test_the_trace_folder_is_inside_the_checkout_by_default():
+    checkout = Path(__file__).parents[2]
+    env = {k: v for k, v in os.environ.items() if k != "QP_TRACE_DIR"}
+    found = subprocess.run(
+        [sys.executable, "-c", "from quotaportal import settings; print(settings.QP_TRACE_DIR)"],
+        cwd=checkout,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert Path(found).is_relative_to(checkout)
+    assert Path(found).relative_to(checkout).parts[0] == "var"  # ignored by git

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
 from functools import partial
+from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
@@ -38,7 +39,7 @@ from quotaportal.quotas.services.resources import update_service_environment
 from quotaportal.quotas.services.shares import create_share, delete_share, limits_of, update_share
 from scheduler import Ordering, Share, Strategy
 from scheduler.simulate import QueueConfig, QueueWorkload, Workload, simulate, utilization_series
-from scheduler.simulate.loaders import alibaba_openb, find_trace_dir
+from scheduler.simulate.loaders import SAMPLE_TRACE_DIR, alibaba_openb, find_trace_dir
 from scheduler.simulate.workload import WorkloadError
 from scheduler.validation import (
     MAX_SHARES_PER_QUEUE,
@@ -140,8 +141,6 @@ def start_what_if(
     errors = draft_errors(queue, draft)
     if source not in WhatIfSource.values:
         errors["source"] = f"replay one of: {', '.join(WhatIfSource.values)}"
-    elif source == WhatIfSource.TRACE and not trace_available():
-        errors["source"] = "the trace is not on this server (set QP_TRACE_DIR)"
     if not isinstance(since_hours, int) or not 1 <= since_hours <= MAX_HISTORY_HOURS:
         errors["since_hours"] = f"replay between 1 and {MAX_HISTORY_HOURS} hours of history"
     if errors:
@@ -179,13 +178,19 @@ def _enqueue(what_if_id: str) -> None:
     _worker(what_if_id)
 
 
-def trace_available() -> bool:
-    """Are the trace's two files in QP_TRACE_DIR (or one folder below)?"""
+def whole_trace_here() -> bool:
+    """Are the whole trace's two files in QP_TRACE_DIR (or one folder below)?"""
     try:
         find_trace_dir(settings.QP_TRACE_DIR)
     except WorkloadError:
         return False
     return True
+
+
+def trace_folder() -> Path:
+    """Where the trace replayed comes from: QP_TRACE_DIR when the whole trace is there, else
+    the sample shipped with the code (so a what-if can always replay one)."""
+    return Path(settings.QP_TRACE_DIR) if whole_trace_here() else SAMPLE_TRACE_DIR
 
 
 def run_what_if(what_if_id: str) -> None:
@@ -242,7 +247,7 @@ def _workload(what_if: WhatIf, today: QueueConfig) -> Workload:
     queue = what_if.job_queue
     if what_if.source == WhatIfSource.HISTORY:
         return queue_history(queue, timedelta(hours=what_if.since_hours))
-    return trace_onto(today, alibaba_openb(settings.QP_TRACE_DIR))
+    return trace_onto(today, alibaba_openb(trace_folder()))
 
 
 def trace_onto(config: QueueConfig, trace: Workload) -> Workload:

@@ -40,7 +40,7 @@ def what_if_draft(request, queue_id: int):
         raise PermissionDenied("only admins draft share changes; you may view the replays")
     queue = get_object_or_404(JobQueue.objects.select_related("service_environment"), pk=queue_id)
     today = whatif.draft_of(queue)
-    form = WhatIfForm(request.POST or None, draft=today, trace=whatif.trace_available())
+    form = WhatIfForm(request.POST or None, draft=today, whole_trace=whatif.whole_trace_here())
     status = 200
     if request.method == "POST":
         status = 400
