@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 WIDTH, HEIGHT = 1000, 240
-LEFT, RIGHT, TOP, BOTTOM = 44, 16, 12, 28
+LEFT, RIGHT, TOP, BOTTOM = 44, 16, 18, 28  # room for the labels at a phone's larger size
 # Not the bars' blue (own), amber (borrowed) or violet (lent).
 COLOURS = ["#0d9488", "#db2777", "#65a30d", "#0891b2", "#a16207", "#be123c", "#475569", "#15803d"]
 

@@ -108,6 +108,9 @@ def test_the_console_creates_edits_and_shows_deliveries(people, fleet, listener)
     page = admin.get(f"/manage/webhooks/{hook.pk}/").content.decode()
     assert 'data-status="DELIVERED"' in page
     assert "HTTP 204" in page
+    # Each delivery names its job and the status it carried, not just "job".
+    row = page[page.index('data-status="DELIVERED"') :].split("</tr>")[0]
+    assert ">shown</a> → RUNNABLE" in row
     # Saving without a new secret keeps the old one; pausing stops deliveries.
     saved = admin.post(
         f"/manage/webhooks/{hook.pk}/",

@@ -48,3 +48,30 @@ def test_on_a_phone_the_chart_opens_at_now_with_labels_to_read(browser, live_ser
     assert label.evaluate("t => t.getBoundingClientRect().height") >= 11, "readable"
     assert not page.evaluate("document.documentElement.scrollWidth > window.innerWidth")
     shot(page, "dashboard-chart-phone")
+
+
+@pytest.mark.parametrize("width", [390, 1280])
+def test_no_chart_label_is_cut_by_the_chart_s_edge(browser, live_server, busy, width):
+    page = sign_in(browser, live_server, "alice", width=width)
+    page.goto(f"{live_server.url}/?queue=gpu")
+    chart = page.get_by_test_id("history-chart")
+    expect(chart).to_be_visible()
+    cut = chart.evaluate(
+        """svg => { const box = svg.getBoundingClientRect();
+                    return [...svg.querySelectorAll("text")]
+                      .map(t => [t.textContent, t.getBoundingClientRect()])
+                      .filter(([, r]) => r.left < box.left - 0.5 || r.right > box.right + 0.5
+                                       || r.top < box.top - 0.5 || r.bottom > box.bottom + 0.5)
+                      .map(([text]) => text); }"""
+    )
+    assert cut == []
+    # Scrolled to "now" on a phone, no label shows cut by the visible part's edge.
+    halves = page.locator(".chart-wrap").first.evaluate(
+        """w => { const view = w.getBoundingClientRect();
+                  return [...w.querySelectorAll("svg text")]
+                    .filter(t => getComputedStyle(t).visibility !== "hidden")
+                    .map(t => [t.textContent, t.getBoundingClientRect()])
+                    .filter(([, r]) => r.left < view.left - 0.5 || r.right > view.right + 0.5)
+                    .map(([text]) => text); }"""
+    )
+    assert halves == []

@@ -40,3 +40,16 @@ def test_a_phone_shows_twenty_five_jobs_in_short_rows(browser, live_server, peop
     expect(row).to_contain_text("RUNNABLE")
     assert page.evaluate("document.documentElement.scrollHeight") < 3200
     assert not page.evaluate("document.documentElement.scrollWidth > window.innerWidth")
+
+
+@pytest.mark.parametrize("width", [390, 1280])
+def test_each_filter_label_sits_with_its_box(browser, live_server, people, small_fleet, width):
+    """A label at the end of one line with its box on the next reads as the wrong box's."""
+    page = sign_in(browser, live_server, "alice", width=width)
+    page.goto(f"{live_server.url}/jobs/")
+    for label in ("Queue", "Share", "Status", "Name", "Submitted by", "Sort"):
+        box = page.get_by_label(label, exact=True).bounding_box()
+        tag = page.locator(f"label:text-is('{label}')").bounding_box()
+        assert abs(tag["y"] + tag["height"] / 2 - (box["y"] + box["height"] / 2)) < 12, label
+        assert tag["x"] + tag["width"] <= box["x"] + 1, f"{label}: the label leads its box"
+    shot(page, f"jobs-filters-{width}")

@@ -3,6 +3,8 @@ e-mail about their own jobs."""
 
 from __future__ import annotations
 
+import json
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, redirect, render
@@ -70,9 +72,21 @@ def webhook(request, pk):
         )
         if done is not None:
             return succeed(request, f"Saved webhook {hook.name}.", "manage-webhook", hook.pk)
-    deliveries = hook.deliveries.select_related("event")[:RECENT_DELIVERIES]
+    deliveries = list(hook.deliveries.select_related("event__job")[:RECENT_DELIVERIES])
+    for delivery in deliveries:
+        delivery.job_status = _status_sent(delivery.body)
     context = {"webhook": hook, "form": form, "deliveries": deliveries}
     return page(request, "web/manage_webhook.html", context, failed=bool(form.errors))
+
+
+def _status_sent(body: str) -> str:
+    """The job status an EventBridge envelope carried (its `detail.status`); "" for another
+    format (Slack's text says it in words)."""
+    try:
+        detail = json.loads(body).get("detail")
+    except (ValueError, AttributeError):
+        return ""
+    return str(detail.get("status", "")) if isinstance(detail, dict) else ""
 
 
 class WebhookDeleteView(DeleteView):
