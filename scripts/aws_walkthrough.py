@@ -24,7 +24,6 @@ import logging
 import os
 import sys
 import time
-import uuid
 from collections.abc import Callable
 
 UNIT = "ml.g5.xlarge"
@@ -46,23 +45,33 @@ def configure_sdk(endpoint: str, key_id: str, secret: str, region: str = "us-wes
     )
 
 
-def create_shares(batch, suffix: str, team: str) -> str:
-    """Policy, 3-instance environment, queue and the three shares; the queue's name."""
-    name = f"walkthrough-{suffix}"
-    policy = batch.create_scheduling_policy(
-        name=name, quotaSharePolicy={"idleResourceAssignmentStrategy": "FIFO"}
-    )
-    env = batch.create_service_environment(
-        serviceEnvironmentName=name,
-        serviceEnvironmentType="SAGEMAKER_TRAINING",
-        capacityLimits=[{"capacityUnit": UNIT, "maxCapacity": 3}],
-    )
-    batch.create_job_queue(
-        jobQueueName=name,
-        priority=1,
-        schedulingPolicyArn=policy["arn"],
-        serviceEnvironmentOrder=[{"order": 1, "serviceEnvironment": env["serviceEnvironmentArn"]}],
-    )
+def create_shares(batch, name: str, team: str) -> str:
+    """Policy, 3-instance environment, queue and the three shares; the queue's name. A queue
+    of that name left by an earlier run (DISABLED, holding its jobs' history) is used again."""
+    found = batch.describe_job_queues(jobQueues=[name])["jobQueues"]
+    if found:
+        for order in found[0]["serviceEnvironmentOrder"]:
+            batch.update_service_environment(
+                serviceEnvironment=order["serviceEnvironment"], state="ENABLED"
+            )
+        batch.update_job_queue(jobQueue=name, state="ENABLED")
+    else:
+        policy = batch.create_scheduling_policy(
+            name=name, quotaSharePolicy={"idleResourceAssignmentStrategy": "FIFO"}
+        )
+        env = batch.create_service_environment(
+            serviceEnvironmentName=name,
+            serviceEnvironmentType="SAGEMAKER_TRAINING",
+            capacityLimits=[{"capacityUnit": UNIT, "maxCapacity": 3}],
+        )
+        batch.create_job_queue(
+            jobQueueName=name,
+            priority=1,
+            schedulingPolicyArn=policy["arn"],
+            serviceEnvironmentOrder=[
+                {"order": 1, "serviceEnvironment": env["serviceEnvironmentArn"]}
+            ],
+        )
     shares = [
         ("QS1", {"strategy": "LEND_AND_BORROW", "borrowLimit": 200}, "ENABLED"),
         ("QS2", {"strategy": "LEND"}, "DISABLED"),
@@ -78,6 +87,21 @@ def create_shares(batch, suffix: str, team: str) -> str:
             tags={"quotaportal:team": team},
         )
     return name
+
+
+def remove_shares(batch, name: str) -> None:
+    """Undo create_shares as far as the portal allows: the shares are deleted (DISABLED
+    first), the queue and its environment DISABLED. The queue keeps its jobs' history (the
+    portal deletes no queue holding jobs), and the next run uses it again."""
+    queue = batch.describe_job_queues(jobQueues=[name])["jobQueues"][0]
+    for share in batch.list_quota_shares(jobQueue=name)["quotaShares"]:
+        batch.update_quota_share(quotaShareArn=share["quotaShareArn"], state="DISABLED")
+        batch.delete_quota_share(quotaShareArn=share["quotaShareArn"])
+    batch.update_job_queue(jobQueue=name, state="DISABLED")
+    for order in queue["serviceEnvironmentOrder"]:
+        batch.update_service_environment(
+            serviceEnvironment=order["serviceEnvironment"], state="DISABLED"
+        )
 
 
 def trainer(base_job_name: str):
@@ -170,6 +194,10 @@ def main(argv=None) -> int:
     parser.add_argument("--team", default="walkthrough", help="team that owns the three shares")
     parser.add_argument("--timeout", type=float, default=60, help="seconds to wait per step")
     parser.add_argument("--scientist-key", help="ID:SECRET of a team member to submit with")
+    parser.add_argument(
+        "--queue", default="walkthrough", help="job queue to run in (made, or used again)"
+    )
+    parser.add_argument("--keep", action="store_true", help="leave the shares to look at")
     args = parser.parse_args(argv)
     endpoint = os.environ.get("AWS_ENDPOINT_URL_BATCH")
     key_id, secret = os.environ.get("AWS_ACCESS_KEY_ID"), os.environ.get("AWS_SECRET_ACCESS_KEY")
@@ -184,12 +212,23 @@ def main(argv=None) -> int:
     for noisy in ("botocore", "sagemaker"):  # the SDK logs every endpoint lookup at INFO
         logging.getLogger(noisy).setLevel(logging.WARNING)
     configure_sdk(endpoint, key_id, secret)
-    queue = create_shares(boto3.client("batch"), uuid.uuid4().hex[:8], args.team)
+    admin = boto3.client("batch")
+    queue = create_shares(admin, args.queue, args.team)
     print(f"job queue {queue}: QS1 LEND_AND_BORROW 200 %, QS2 LEND, QS3 RESERVE, 1 {UNIT} each")
-    if args.scientist_key:
-        scientist_id, _, scientist_secret = args.scientist_key.partition(":")
-        configure_sdk(endpoint, scientist_id, scientist_secret)
-    failures = Walkthrough(queue, settle=lambda: None, timeout=args.timeout).run()
+    try:
+        if args.scientist_key:
+            scientist_id, _, scientist_secret = args.scientist_key.partition(":")
+            configure_sdk(endpoint, scientist_id, scientist_secret)
+        failures = Walkthrough(queue, settle=lambda: None, timeout=args.timeout).run()
+    finally:
+        if args.keep:
+            print(f"kept job queue {queue} and its shares as they are (--keep)")
+        else:
+            remove_shares(admin, queue)
+            print(
+                f"removed the shares of job queue {queue}; the queue and its environment are "
+                "DISABLED, holding the jobs' history, and the next run uses them again"
+            )
     print("every outcome matches AWS's" if not failures else f"{len(failures)} step(s) differ")
     return 1 if failures else 0
 

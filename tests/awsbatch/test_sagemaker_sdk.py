@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import importlib.util
 
-from quotaportal.quotas.models import Event, Job, JobQueue
+from quotaportal.quotas.models import (
+    Event,
+    Job,
+    JobQueue,
+    QuotaShare,
+    SchedulingPolicy,
+    ServiceEnvironment,
+)
 from quotaportal.quotas.ticking.run import run_tick
 from tests.builders import REPO
 
@@ -44,3 +51,13 @@ def test_the_sdk_reaches_aws_documented_outcomes(aws, admin, monkeypatch):
     assert set(Job.objects.values_list("status", flat=True)) == {"FAILED"}  # all terminated
     sdk_payload = Job.objects.get(name="qs2-job").service_request_payload
     assert sdk_payload["ResourceConfig"]["InstanceType"] == "ml.g5.xlarge"
+    # Afterwards its shares are gone and its queue and environment DISABLED; a second run
+    # uses them again rather than leaving another set behind.
+    walkthrough.remove_shares(admin, queue_name)
+    assert not QuotaShare.objects.filter(job_queue__name=queue_name).exists()
+    assert JobQueue.objects.get(name=queue_name).state == "DISABLED"
+    assert ServiceEnvironment.objects.get(name=queue_name).state == "DISABLED"
+    assert walkthrough.create_shares(admin, "test", team="qs1") == queue_name
+    assert JobQueue.objects.get(name=queue_name).state == "ENABLED"
+    assert QuotaShare.objects.filter(job_queue__name=queue_name).count() == 3
+    assert (JobQueue.objects.count(), SchedulingPolicy.objects.count()) == (1, 1)

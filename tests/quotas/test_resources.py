@@ -56,3 +56,16 @@ def test_names_aws_allows_are_taken(people):
     services.create_job_queue(
         people.admin, name="q" * 128, scheduling_policy=policy, service_environment=env
     )
+
+
+def test_a_queue_holding_jobs_is_not_deleted_and_says_why(people, fleet):
+    """A queue with job history is refused for what it is, not as a tick race to retry."""
+    from quotaportal.quotas.errors import Conflict
+    from tests.builders import submit
+
+    submit(people.alice, fleet, name="kept")
+    with pytest.raises(Conflict) as refused:
+        services.delete_resource(people.admin, fleet.queue, "job queue")
+    assert "holds 1 job(s)" in refused.value.message
+    assert "disable it instead" in refused.value.message
+    assert "try again" not in refused.value.message

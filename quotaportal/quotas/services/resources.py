@@ -6,6 +6,7 @@ import re
 
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
+from django.db.models import ProtectedError
 
 from quotaportal.infra.locks import lock_environment
 from quotaportal.quotas.audit import record
@@ -18,6 +19,7 @@ from quotaportal.quotas.models import (
     EnvironmentCapacity,
     Event,
     EventKind,
+    Job,
     JobQueue,
     Membership,
     Ordering,
@@ -151,6 +153,7 @@ def delete_job_queue(actor, queue: JobQueue) -> None:
 def _delete_queue(actor, queue: JobQueue) -> None:
     """Delete a queue without racing its environment's ticks: 409 when one holds on."""
     busy = Conflict(f"job queue {queue.name} is being scheduled right now; try again")
+    # ProtectedError is an IntegrityError too: a queue holding jobs is no race to retry.
     try:
         with transaction.atomic():
             # No tick of its environment writes a record of the queue meanwhile, and one that
@@ -161,6 +164,16 @@ def _delete_queue(actor, queue: JobQueue) -> None:
             JobQueue.objects.select_for_update().filter(pk=queue.pk).first()
             _keep_events_of(queue)
             queue.delete()
+    except ProtectedError:
+        held = Job.objects.filter(job_queue=queue).count()
+        if not held:
+            raise Conflict(
+                f"job queue {queue.name} is still in use and cannot be deleted"
+            ) from None
+        raise Conflict(
+            f"job queue {queue.name} holds {held} job(s), whose history the portal keeps: a "
+            "queue with jobs cannot be deleted (disable it instead)"
+        ) from None
     except IntegrityError:
         raise busy from None
 
@@ -438,8 +451,6 @@ def update_job_queue(actor, queue: JobQueue, **changes) -> JobQueue:
 def delete_resource(actor, obj, kind_name: str) -> None:
     """Delete a team, unit, environment, policy or queue that nothing depends on any more."""
     require_admin(actor, f"delete {kind_name}s")
-    from django.db.models import ProtectedError
-
     try:
         if isinstance(obj, JobQueue):
             _delete_queue(actor, obj)
