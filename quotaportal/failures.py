@@ -93,7 +93,9 @@ def forbidden(request: HttpRequest, exception=None) -> HttpResponse:
     reason = str(exception or "") or "you are not allowed to do this"
     if interface_of(request) != "page":
         return error_response(request, 403, reason, "AccessDeniedException")
-    return _product_page(request, 403, "Not allowed", f"You cannot open this page: {reason}.")
+    return _product_page(
+        request, 403, "Not allowed", f"You cannot open this page: {reason.rstrip('.')}."
+    )
 
 
 def not_found(request: HttpRequest, exception=None) -> HttpResponse:

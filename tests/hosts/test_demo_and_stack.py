@@ -84,6 +84,10 @@ def test_the_demo_serves_runs_a_job_to_success_and_stops_cleanly(repo, tmp_path)
         assert any("team research, submits to QS1" in line for line in lines)
         assert exported(lines).startswith(f"export QP_URL={base} TOKEN=")
         readme_curl_submits_a_job(repo, exported(lines))
+        # /metrics answers this machine, as the printout says.
+        assert any(f"Prometheus metrics: {base}/metrics" in line for line in lines)
+        scraped = urllib.request.urlopen(f"{base}/metrics", timeout=10).read().decode()
+        assert "quotaportal_environment_capacity" in scraped
         running = get_json(f"{base}/api/v1/jobs/?status=RUNNING", token)["count"]
     finally:
         os.killpg(demo.pid, signal.SIGINT)  # Ctrl-C in the terminal reaches the whole group

@@ -209,6 +209,9 @@ def test_with_local_sign_in_off_passwords_are_refused(client, people, settings):
     refused = client.post(reverse("login"), {"username": "alice", "password": "a-long-password-1"})
     assert refused.status_code == 403
     assert "_auth_user_id" not in client.session
+    said = refused.content.decode()
+    assert "switched off here: use single sign-on." in said
+    assert "sign-on.." not in said
 
 
 @pytest.mark.django_db

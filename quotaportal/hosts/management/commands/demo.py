@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 from io import StringIO
+from ipaddress import ip_network
 from pathlib import Path
 
 from django.conf import settings
@@ -67,6 +68,9 @@ class Command(BaseCommand):
         url = f"http://127.0.0.1:{port}"
         if "QP_PUBLIC_URL" not in os.environ:  # the links in e-mails and Slack point here
             settings.QP_PUBLIC_URL = url
+        if not settings.QP_METRICS_TOKEN and not settings.QP_METRICS_ALLOWED_IPS:
+            # The demo serves this machine alone: its /metrics answers this machine's scrapes.
+            settings.QP_METRICS_ALLOWED_IPS = [ip_network("127.0.0.1/32"), ip_network("::1/128")]
         # The submit form offers a job worth watching: it runs two minutes, printing progress,
         # and checkpoints when preempted (RUNNABLE -> RUNNING -> preempted -> resumed).
         settings.QP_EXAMPLE_COMMAND = (
@@ -141,6 +145,8 @@ class Command(BaseCommand):
                     *(f"    {line[5:]}" for line in logins),
                     "  the docs' samples run as alice against this server after:",
                     f"    export QP_URL={url} TOKEN={tokens.get('alice', '')}",
+                    f"  Prometheus metrics: {url}/metrics (from this machine; elsewhere set "
+                    "QP_METRICS_TOKEN or QP_METRICS_ALLOWED_IPS)",
                     "  one simulated GPU host runs the jobs; Ctrl-C stops everything",
                     "",
                 ]
