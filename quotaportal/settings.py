@@ -62,6 +62,7 @@ INSTALLED_APPS = [
     "quotaportal.usage",
     "quotaportal.identity",
     "quotaportal.hosts",
+    "quotaportal.slurm",
     "quotaportal.awsbatch",
     "quotaportal.api",
     "quotaportal.web",
@@ -195,6 +196,9 @@ QP_AWS_ACCOUNT_ID = os.environ.get("QP_AWS_ACCOUNT_ID", "000000000000")
 QP_AWS_MAX_CALLS_PER_TICK = envint("QP_AWS_MAX_CALLS_PER_TICK", 60)
 QP_AWS_CONFIG_SECONDS = envint("QP_AWS_CONFIG_SECONDS", 30)
 QP_AWS_SYNC_SECONDS = envint("QP_AWS_SYNC_SECONDS", 10)  # a sync starts no call after this
+# SLURM environments: a Slurm command (sbatch, scancel, a look) that has not answered after
+# this long counts as Slurm unreachable.
+QP_SLURM_COMMAND_SECONDS = envint("QP_SLURM_COMMAND_SECONDS", 10)
 QP_HOST_TIMEOUT = envint("QP_HOST_TIMEOUT", 30)
 # Heartbeats that may wait (long-poll) at once per web process: a quarter of its threads, so
 # agents never hold the threads that serve people. Others are answered at once.

@@ -37,9 +37,28 @@ class PlacementSerializer(serializers.Serializer):
     )
 
 
+class SlurmAttemptSerializer(serializers.Serializer):
+    job_id = serializers.CharField(source="slurm_job_id")
+    state = serializers.CharField(help_text="Slurm's state of the job, as last seen")
+    node_list = serializers.CharField()
+    output_path = serializers.CharField(help_text="the job's output file on the cluster")
+    exit_code = serializers.IntegerField(allow_null=True)
+    output_tail = serializers.CharField(
+        allow_null=True, help_text="null unless you are on the job's team or an admin"
+    )
+
+
 class AttemptSerializer(serializers.ModelSerializer):
     host = serializers.SlugRelatedField(slug_field="name", read_only=True)
     placements = PlacementSerializer(many=True, read_only=True)
+    slurm = serializers.SerializerMethodField(
+        help_text="The attempt's Slurm job (SLURM environments); null otherwise."
+    )
+
+    @extend_schema_field(SlurmAttemptSerializer(allow_null=True))
+    def get_slurm(self, attempt):
+        slurm_job = getattr(attempt, "slurm", None)
+        return None if slurm_job is None else SlurmAttemptSerializer(slurm_job).data
 
     class Meta:
         model = JobAttempt
@@ -52,6 +71,7 @@ class AttemptSerializer(serializers.ModelSerializer):
             "status_reason",
             "exit_code",
             "preempted",
+            "slurm",
         ]
 
 
@@ -177,6 +197,8 @@ class JobSerializer(serializers.ModelSerializer):
             for attempt in data.get("attempts", []):
                 for placement in attempt["placements"]:
                     placement["output_tail"] = None
+                if attempt.get("slurm"):
+                    attempt["slurm"]["output_tail"] = None
         return data
 
     def _position(self, job, index: int) -> int | None:
@@ -309,7 +331,7 @@ class JobViewSet(
         jobs = (
             selectors.visible_jobs(self.request.user)
             .select_related("remote")
-            .prefetch_related("attempts__host", "attempts__placements__host")
+            .prefetch_related("attempts__host", "attempts__placements__host", "attempts__slurm")
         )
         return jobs.order_by("-created_at", "id")
 

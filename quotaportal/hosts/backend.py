@@ -10,9 +10,9 @@ from quotaportal.hosts.services import (
     finish_quiet_preemptions,
     mark_lost_hosts,
     place_started_jobs,
-    requeue_unplaced,
 )
 from quotaportal.quotas.backends import EnvironmentBackend
+from quotaportal.quotas.services.lifecycle import return_unplaced
 
 # Every tick asks (an agent's batch of reports brings one): written out, one short statement.
 READY_SLOTS_SQL = f"""
@@ -40,5 +40,5 @@ class LocalBackend(EnvironmentBackend):
     def launch(self, queue, job_ids: list[str], now) -> list[str]:
         unplaced = place_started_jobs(queue.service_environment, job_ids, now)
         if unplaced:
-            requeue_unplaced(unplaced)
+            return_unplaced(unplaced)
         return unplaced

@@ -1,5 +1,5 @@
 """The seam between the tick and what runs jobs: one small interface per service environment
-backend (SIMULATED, LOCAL, AWS_BATCH), found through a registry keyed by the `Backend`
+backend (SIMULATED, LOCAL, SLURM, AWS_BATCH), found through a registry keyed by the `Backend`
 value. Backends register themselves from their app configs, so this package imports none.
 """
 
@@ -40,6 +40,17 @@ class EnvironmentBackend:
     def launch(self, queue, job_ids: list[str], now: datetime) -> list[str]:
         """Run the jobs a plan started (in plan order); return those it could not place,
         after putting them back to RUNNABLE."""
+        return []
+
+    def accepts_work(self, env) -> bool:
+        """Can the backend start and stop jobs now? False while its remote end is unreachable
+        (Slurm down): the tick then explains the queue without starting or preempting, so
+        nothing is decided that could not be carried out."""
+        return True
+
+    def health_notes(self, env) -> list[str]:
+        """What the pages say of the backend's side beyond its connection, a line each (a
+        Slurm cluster's nodes and the jobs the portal did not start)."""
         return []
 
     def health(self, env) -> ConnectionHealth | None:

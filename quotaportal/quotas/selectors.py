@@ -327,12 +327,17 @@ def environment_capacity(env, now) -> dict:
 
 
 def connection_health(env) -> dict | None:
-    """A remote-scheduled environment's connection ({"name": "AWS Batch", "state": its
-    ConnectionHealth row, None before the first try}); None for one with no remote end."""
+    """A remote environment's connection ({"name": "Slurm", "state": its ConnectionHealth
+    row, None before the first try, "notes": what its backend adds in words}); None for one
+    with no remote end."""
     backend = backend_for(env)
     if not backend.remote_name:
         return None
-    return {"name": backend.remote_name, "state": backend.health(env)}
+    return {
+        "name": backend.remote_name,
+        "state": backend.health(env),
+        "notes": backend.health_notes(env),
+    }
 
 
 def upcoming_capacity_changes(env, now, limit: int = 10) -> list[dict]:

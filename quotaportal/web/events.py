@@ -32,6 +32,8 @@ LABELS = {
     "aws_drift": "Changed in AWS",
     "aws_drift_resolved": "Drift resolved",
     "aws_imported": "Imported from AWS Batch",
+    "slurm_unavailable": "Slurm unreachable",
+    "slurm_recovered": "Slurm reachable again",
     "signed_in": "Signed in",
     "signed_out": "Signed out",
     "sign_in_refused": "Sign-in refused",
@@ -173,15 +175,22 @@ def _aws_pushed(kind, d, share, names):
     return format_html("Sent to AWS Batch: {}", what)
 
 
-def _aws_sync(kind, d, share, names):
-    if kind == "aws_sync_recovered":
+REMOTE_OF_KIND = {"aws": "AWS sync", "slurm": "Slurm"}
+
+
+def _connection(kind, d, share, names):
+    """A remote scheduler's connection failed, or works again (AWS Batch, Slurm)."""
+    remote = REMOTE_OF_KIND[kind.split("_")[0]]
+    if kind.endswith("recovered"):
         return format_html(
-            "AWS sync of {} works again after {} failure(s)",
+            "{} of {} works again after {} failure(s)",
+            remote,
             d.get("environment", "?"),
             d.get("after_failures", "?"),
         )
     return format_html(
-        "AWS sync of {} failed ({} in a row; next try in {} s): {}",
+        "{} of {} failed ({} in a row; next try in {} s): {}",
+        remote,
         d.get("environment", "?"),
         d.get("failures_in_a_row", "?"),
         d.get("retry_in_seconds", "?"),
@@ -222,8 +231,10 @@ def _aws_imported(kind, d, share, names):
 
 SENTENCES = {
     "aws_pushed": _aws_pushed,
-    "aws_sync_failed": _aws_sync,
-    "aws_sync_recovered": _aws_sync,
+    "aws_sync_failed": _connection,
+    "aws_sync_recovered": _connection,
+    "slurm_unavailable": _connection,
+    "slurm_recovered": _connection,
     "aws_drift": _aws_drift,
     "aws_drift_resolved": _aws_drift,
     "aws_imported": _aws_imported,

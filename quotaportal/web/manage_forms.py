@@ -152,7 +152,8 @@ class EnvironmentForm(AwsConnectionFields):
         choices=_choices(Backend.values),
         initial=Backend.SIMULATED,
         help_text=(
-            "LOCAL runs jobs on your GPU hosts; AWS_BATCH mirrors the queue into AWS Batch, "
+            "LOCAL runs jobs on your GPU hosts; SLURM on your Slurm cluster (the portal "
+            "decides, Slurm places and runs); AWS_BATCH mirrors the queue into AWS Batch, "
             "which schedules it; SIMULATED only pretends (demos, what-if)."
         ),
     )

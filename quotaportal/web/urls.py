@@ -11,6 +11,7 @@ from quotaportal.web.views import (
     jobs,
     manage_people,
     manage_resources,
+    manage_slurm,
     notifications,
     pages,
     shares,
@@ -93,6 +94,7 @@ urlpatterns = [
     path("manage/units/<int:pk>/delete/", capacity.unit_delete, name="manage-unit-delete"),
     path("manage/environments/", capacity.environments, name="manage-environments"),
     path("manage/environments/<int:pk>/", capacity.environment, name="manage-environment"),
+    path("manage/environments/<int:pk>/slurm/", manage_slurm.slurm_settings, name="manage-slurm"),
     path(
         "manage/environments/<int:pk>/delete/",
         capacity.environment_delete,

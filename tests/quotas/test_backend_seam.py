@@ -37,4 +37,9 @@ def test_only_the_aws_backend_leaves_scheduling_to_its_own_scheduler():
         backend: backend_for(ServiceEnvironment(name="e", backend=backend)).schedules_itself
         for backend in Backend.values
     }
-    assert schedules_itself == {"LOCAL": False, "SIMULATED": False, "AWS_BATCH": True}
+    assert schedules_itself == {
+        "LOCAL": False,
+        "SIMULATED": False,
+        "SLURM": False,  # the portal decides, Slurm only places and runs
+        "AWS_BATCH": True,
+    }

@@ -17,7 +17,6 @@ from quotaportal.hosts.services.fleet import (
     mark_lost_hosts,
     place_started_jobs,
     release_host,
-    requeue_unplaced,
     set_host_state,
 )
 from quotaportal.hosts.services.reports import report, report_many
@@ -45,7 +44,6 @@ __all__ = [
     "release_host",
     "report",
     "report_many",
-    "requeue_unplaced",
     "revoke_agent_token",
     "set_host_state",
     "token_for",

@@ -18,7 +18,6 @@ from quotaportal.quotas.models import (
     DISPATCHED,
     Job,
     JobAttempt,
-    JobStatus,
     ServiceEnvironment,
 )
 from quotaportal.quotas.permissions import require_admin
@@ -307,10 +306,3 @@ def _save_placements(placements: list[Placement]) -> None:
                 [p.output_tail for p in placements],
             ],
         )
-
-
-def requeue_unplaced(job_ids: list[str]) -> None:
-    Job.objects.filter(id__in=job_ids, status=JobStatus.SCHEDULED).update(
-        status=JobStatus.RUNNABLE, scheduled_at=None, status_reason="No host could hold it; waiting"
-    )
-    JobAttempt.objects.filter(job_id__in=job_ids, stopped_at__isnull=True).delete()

@@ -38,6 +38,9 @@ class EventKind(models.TextChoices):
     AWS_DRIFT = "aws_drift"
     AWS_DRIFT_RESOLVED = "aws_drift_resolved"
     AWS_IMPORTED = "aws_imported"
+    # SLURM environments: the cluster could not be reached, and was again.
+    SLURM_UNAVAILABLE = "slurm_unavailable"
+    SLURM_RECOVERED = "slurm_recovered"
     # Who signed in and out, how (password or the identity provider), and refused sign-ins.
     SIGNED_IN = "signed_in"
     SIGNED_OUT = "signed_out"

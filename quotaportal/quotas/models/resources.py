@@ -59,10 +59,12 @@ class Backend(models.TextChoices):
     LOCAL = "LOCAL"
     AWS_BATCH = "AWS_BATCH"
     SIMULATED = "SIMULATED"
+    SLURM = "SLURM"
 
 
 class ServiceEnvironment(models.Model):
-    """Where jobs run: local GPU hosts, AWS Batch, or a simulation; its capacity per unit."""
+    """Where jobs run: local GPU hosts, a Slurm cluster, AWS Batch, or a simulation; its
+    capacity per unit."""
 
     name = models.CharField(max_length=128, unique=True)
     backend = models.CharField(max_length=16, choices=Backend.choices, default=Backend.SIMULATED)

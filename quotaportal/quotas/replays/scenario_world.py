@@ -7,6 +7,7 @@ id), so scenarios never see each other's jobs. Used by `manage.py run_scenario` 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 from quotaportal.quotas import services
@@ -19,6 +20,7 @@ from quotaportal.quotas.models import (
     Job,
     QuotaShare,
     SchedulerRun,
+    ServiceEnvironment,
 )
 from quotaportal.quotas.services import reservations
 from quotaportal.quotas.ticking.run import run_tick
@@ -45,15 +47,27 @@ def _units(names) -> None:
 
 
 class DbWorld:
-    def __init__(self, scenario: Scenario):
+    """`backend` runs the scenario's jobs (SIMULATED by default; a SLURM world's tests give
+    `prepare`, called with the new environment, and the `command` its jobs run)."""
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        backend: str = "SIMULATED",
+        prepare: Callable[[ServiceEnvironment], None] | None = None,
+        command: str = "",
+    ):
         run = uuid.uuid4().hex[:8]
         _units(set(scenario.capacity) | {u for s in scenario.shares for u in s.limits})
         env = services.create_service_environment(
             None,
             name=f"scenario-{run}",
             capacity_limits=dict(scenario.capacity),
-            backend="SIMULATED",
+            backend=backend,
         )
+        if prepare is not None:
+            prepare(env)
+        self.command = command
         policy = services.create_scheduling_policy(None, name=f"scenario-{run}")
         self.queue = services.create_job_queue(
             None,
@@ -104,6 +118,7 @@ class DbWorld:
             quantity=quantity,
             scheduling_priority=priority,
             preemption_retries_before_termination=preemption_retries,
+            command=self.command,
             now=at(now),
         )
         self.ids[job] = created.id

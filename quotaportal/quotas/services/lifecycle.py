@@ -291,6 +291,24 @@ def mark_starting(job_ids: list) -> int:
     return len(moved)
 
 
+def return_unplaced(job_ids: list[str], reason: str = "No host could hold it; waiting") -> int:
+    """Jobs a plan started that their backend could not place (capacity raced away, a
+    cluster that would not run them yet) wait again: RUNNABLE, their attempt undone (it never
+    ran, so it uses no attempt and counts no usage). How many went back."""
+    moving = list(
+        Job.objects.select_for_update()
+        .filter(id__in=job_ids, status__in=NOT_YET_RUNNING)
+        .values_list("id", flat=True)
+    )
+    if not moving:
+        return 0  # a job that ran meanwhile keeps its attempt
+    Job.objects.filter(id__in=moving).update(
+        status=JobStatus.RUNNABLE, scheduled_at=None, status_reason=reason, pending_reason=""
+    )
+    JobAttempt.objects.filter(job_id__in=moving, stopped_at__isnull=True).delete()
+    return len(moving)
+
+
 @transaction.atomic
 def preemptions_completed(stopped: dict) -> None:
     """The preempted attempts of these jobs have stopped (job id -> when; a LOCAL job's last

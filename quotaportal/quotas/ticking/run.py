@@ -338,10 +338,15 @@ def _tick_locked(queue: JobQueue, now, turn: _Turn) -> _Outcome:
         return _Outcome(replanned=False, calls=calls)
     loaded, plan = _plan(queue, now, fit_units, backend)
     check_plan(loaded.snapshot, plan, positions=False)
-    if backend.schedules_itself:
+    if backend.schedules_itself or not backend.accepts_work(queue.service_environment):
+        # AWS Batch dispatches, preempts and times out these jobs; a backend that cannot be
+        # reached now (Slurm down) could carry nothing out, so the plan only explains, and
+        # is planned again once the backend answers.
         bridge.write_pending(loaded, plan)
         sampled = record_sample(queue, bridge.usage_after(loaded.snapshot, None), now)
-        _remember_plan(queue, version, loaded, now, settled=True, sampled=sampled)
+        settled = backend.schedules_itself
+        _remember_plan(queue, version, loaded, now, settled=settled, sampled=sampled)
+        _tick_at_next_change(queue, backend, now)
         return _Outcome(replanned=True, calls=calls)
     started, preempted = bridge.apply_plan(
         queue, loaded, plan, now, stops_at_once=backend.preemption_stops_at_once

@@ -136,7 +136,9 @@ def _detail_context(request, job: Job, form: PriorityForm | None = None) -> dict
         "reason_text": PLAIN_REASONS.get(job.pending_reason, ""),
         "estimate_assumes": estimates.ASSUMPTION,
         "events": describe(job.events.select_related("actor", "share").order_by("time", "id")),
-        "attempts": job.attempts.select_related("host").prefetch_related("placements__host"),
+        "attempts": job.attempts.select_related("host", "slurm").prefetch_related(
+            "placements__host"
+        ),
         "can_read_output": can_read_output(request.user, job),
         "priority_form": form
         or PriorityForm(initial={"scheduling_priority": job.scheduling_priority}),

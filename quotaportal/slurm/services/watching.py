@@ -1,0 +1,311 @@
+"""Each tick of a SLURM environment looks at its cluster once and brings the portal in line.
+
+1. One look (cli.poll: every job slurmctld holds, every node). A look that fails is
+   "Slurm unavailable", never "every job ended": the environment backs off (as the AWS
+   sync does), the failure is audited, and the tick plans without starting or stopping
+   anything (backend.accepts_work) until a look succeeds again.
+2. Each Slurm job the portal started and has not seen end: RUNNING marks its job RUNNING
+   (Slurm's start time); still PENDING past the cluster's pending_timeout_seconds, it is
+   cancelled and its job waits in the portal again; ended, its attempt ends with what Slurm
+   says (exit code, signal, time limit, node failure), or, for a victim, its preemption
+   completes; forgotten by slurmctld, it ends as lost.
+3. Stops (stop_what_ended): an attempt the portal closed (preempted, terminated, timed out)
+   whose Slurm job still runs gets, for a preemption, the checkpoint signal first and
+   scancel after the queue's grace period; otherwise scancel at once.
+4. A Slurm job carrying the portal's comment that the portal has no record of (its submit's
+   record was lost in a crash) is cancelled: nothing runs twice.
+5. The capacity, the nodes and the foreign jobs seen are kept on SlurmState for the planner
+   and the pages, which run no command.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from pathlib import Path
+
+from django.conf import settings
+from django.db import transaction
+
+from quotaportal.quotas.models import EventKind
+from quotaportal.quotas.services.connections import record_outcome
+from quotaportal.quotas.services.lifecycle import (
+    end_attempt,
+    mark_started_in_bulk,
+    preemptions_completed,
+    return_unplaced,
+    succeed_in_bulk,
+)
+from quotaportal.slurm import cli
+from quotaportal.slurm.capacity import (
+    UnitMap,
+    capacity_of,
+    foreign_jobs,
+    foreign_summary,
+    node_summary,
+)
+from quotaportal.slurm.models import SlurmCluster, SlurmJob, SlurmState
+from quotaportal.slurm.requests import attempt_of
+
+log = logging.getLogger(__name__)
+KINDS = (EventKind.SLURM_UNAVAILABLE, EventKind.SLURM_RECOVERED)
+TAIL_CHARS = 8000
+RUNNING_STATES = {"RUNNING", "COMPLETING", "SUSPENDED", "STOPPED", "RESIZING"}
+LOST = "Slurm no longer knows this job (it ended while the portal could not see it)"
+REQUEUED_BY_SLURM = "Slurm put the job back in its queue after it had started: its run is over"
+
+
+def access_of(cluster: SlurmCluster) -> cli.Access:
+    return cli.Access(
+        ssh_host=cluster.ssh_host,
+        ssh_user=cluster.ssh_user,
+        ssh_key=cluster.ssh_key,
+        slurm_conf=cluster.slurm_conf,
+        timeout=settings.QP_SLURM_COMMAND_SECONDS,
+    )
+
+
+class Calls:
+    """Slurm commands one tick ran (kept on its SchedulerRun, as AWS calls are)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+
+def look(queue, now) -> int:
+    """One look at the queue's cluster, once per tick of its environment; the commands run."""
+    env = queue.service_environment
+    state, _ = SlurmState.objects.get_or_create(environment=env)
+    if state.polled_at == now or state.backing_off(now):
+        return 0  # looked already this tick (another queue of it), or backing off
+    calls = Calls()
+    error = None
+    try:
+        cluster = SlurmCluster.objects.prefetch_related("units__capacity_unit").get(environment=env)
+        calls.count += 2
+        found = cli.poll(access_of(cluster))
+        with transaction.atomic():
+            reconcile(cluster, found, now, calls)
+            observe(state, cluster, found, now)
+    except SlurmCluster.DoesNotExist:
+        error = "the environment has no Slurm cluster configured (its page in the console)"
+    except cli.SlurmError as err:
+        error = err.message
+    record_outcome(state, now=now, calls=calls.count, error=error, queue=queue, kinds=KINDS)
+    return calls.count
+
+
+def reconcile(cluster: SlurmCluster, found: cli.Poll, now, calls: Calls) -> None:
+    env_id = cluster.environment_id
+    live = list(
+        SlurmJob.objects.filter(environment_id=env_id, ended_at__isnull=True).select_related(
+            "attempt__job"
+        )
+    )
+    for slurm_job in live:
+        seen = found.jobs.get(slurm_job.slurm_job_id)
+        if seen is not None and attempt_of(seen.comment, env_id) != slurm_job.attempt_id:
+            seen = None  # the id is another job's now (slurmctld lost ours in a crash)
+        if seen is None:
+            _forgotten(slurm_job, now)
+        elif seen.ended:
+            _ended(cluster, slurm_job, seen, now)
+        else:
+            _alive(cluster, slurm_job, seen, now, calls)
+    stop_what_ended(cluster, now, calls, found)
+    _cancel_orphans(cluster, found, calls)
+
+
+def _alive(cluster: SlurmCluster, slurm_job: SlurmJob, seen: cli.Job, now, calls) -> None:
+    slurm_job.state, slurm_job.reason = seen.state, seen.reason[:255]
+    slurm_job.node_list, slurm_job.output_path = seen.node_list[:1024], seen.stdout[:1024]
+    slurm_job.output_tail = _tail(cluster, seen.stdout) or slurm_job.output_tail
+    attempt = slurm_job.attempt
+    if seen.state in RUNNING_STATES and slurm_job.started_at is None:
+        slurm_job.started_at = seen.start or now
+        if attempt.stopped_at is None:
+            mark_started_in_bulk({attempt.job_id: slurm_job.started_at})
+    elif seen.state == "PENDING" and attempt.stopped_at is None and slurm_job.started_at:
+        # It ran, and Slurm holds it pending again (slurmctld restarted without its run):
+        # that run is over; a retry, if any is left, starts as a new Slurm job.
+        calls.count += 1
+        cli.cancel(access_of(cluster), [slurm_job.slurm_job_id])
+        slurm_job.cancelled_at = slurm_job.ended_at = now
+        slurm_job.save()
+        end_attempt(attempt.job, succeeded=False, status_reason=REQUEUED_BY_SLURM, now=now)
+        return
+    elif seen.state == "PENDING" and attempt.stopped_at is None:
+        waited = (now - slurm_job.submitted_at).total_seconds()
+        if waited >= cluster.pending_timeout_seconds:
+            calls.count += 1
+            cli.cancel(access_of(cluster), [slurm_job.slurm_job_id])
+            reason = (
+                f"Slurm held it pending for {waited:.0f} s ({seen.reason}); "
+                "cancelled there, it waits in the portal again"
+            )
+            return_unplaced([str(attempt.job_id)], reason[:1024])
+            return  # its attempt, and this record with it, are gone
+    slurm_job.save()
+
+
+def _ended(cluster: SlurmCluster, slurm_job: SlurmJob, seen: cli.Job, now) -> None:
+    ended_at = min(seen.end or now, now)
+    slurm_job.state, slurm_job.reason, slurm_job.ended_at = seen.state, seen.reason[:255], ended_at
+    slurm_job.exit_code = seen.exit_code
+    slurm_job.node_list = seen.node_list[:1024] or slurm_job.node_list
+    slurm_job.output_path = seen.stdout[:1024] or slurm_job.output_path
+    slurm_job.output_tail = _tail(cluster, seen.stdout) or slurm_job.output_tail
+    slurm_job.save()
+    _attempt_over(slurm_job, ended_at, seen)
+
+
+def _forgotten(slurm_job: SlurmJob, now) -> None:
+    slurm_job.state, slurm_job.ended_at = "UNKNOWN", now
+    slurm_job.save(update_fields=["state", "ended_at"])
+    _attempt_over(slurm_job, now, None)
+
+
+def _attempt_over(slurm_job: SlurmJob, ended_at, seen: cli.Job | None) -> None:
+    """The Slurm job is over: a preempted attempt's preemption completes; an attempt still
+    open ends as Slurm says; one the portal closed (terminated, timed out) is over already."""
+    attempt, job = slurm_job.attempt, slurm_job.attempt.job
+    if attempt.preempted:
+        preemptions_completed({job.pk: ended_at})
+    elif attempt.stopped_at is None:
+        if seen is not None and seen.state == "COMPLETED" and seen.exit_code == 0:
+            succeed_in_bulk([job.pk], "Completed", ended_at)
+        else:
+            code = seen.exit_code if seen is not None else None
+            end_attempt(job, succeeded=False, status_reason=why(seen), exit_code=code, now=ended_at)
+
+
+def why(seen: cli.Job | None) -> str:
+    """Why a Slurm job ended without success, in words."""
+    if seen is None:
+        return LOST
+    if seen.state == "FAILED" and seen.signal:
+        return f"Killed by signal {seen.signal}"
+    if seen.state == "FAILED":
+        return f"Exited with code {seen.exit_code}"
+    named = {
+        "TIMEOUT": "Slurm's time limit was reached",
+        "CANCELLED": "Cancelled in Slurm, not by the portal",
+        "NODE_FAIL": f"A node failed in Slurm ({seen.node_list})",
+        "OUT_OF_MEMORY": "Out of memory",
+        "BOOT_FAIL": "A node failed to boot in Slurm",
+        "PREEMPTED": "Preempted by Slurm itself (not the portal)",
+        "DEADLINE": "Slurm's deadline passed",
+    }
+    return named.get(seen.state, f"Slurm ended it: {seen.state}")
+
+
+def stop_what_ended(cluster: SlurmCluster, now, calls: Calls, found: cli.Poll | None = None):
+    """Slurm jobs whose attempts the portal closed: the checkpoint signal for a preempted
+    one, then scancel after its queue's grace period; scancel at once for the rest (and for
+    one Slurm never started)."""
+    stopping = SlurmJob.objects.filter(
+        environment_id=cluster.environment_id,
+        ended_at__isnull=True,
+        cancelled_at__isnull=True,
+        attempt__stopped_at__isnull=False,
+    ).select_related("attempt__job__job_queue")
+    access = access_of(cluster)
+    for slurm_job in stopping:
+        attempt = slurm_job.attempt
+        seen = found.jobs.get(slurm_job.slurm_job_id) if found else None
+        started = slurm_job.started_at is not None or (seen is not None and seen.state != "PENDING")
+        grace = timedelta(seconds=attempt.job.job_queue.preemption_grace_seconds)
+        if attempt.preempted and started and slurm_job.signalled_at is None:
+            calls.count += 1
+            cli.signal(access, slurm_job.slurm_job_id, cluster.checkpoint_signal)
+            slurm_job.signalled_at = now
+            slurm_job.save(update_fields=["signalled_at"])
+        elif not attempt.preempted or not started or now >= slurm_job.signalled_at + grace:
+            calls.count += 1
+            cli.cancel(access, [slurm_job.slurm_job_id])
+            slurm_job.cancelled_at = now
+            slurm_job.save(update_fields=["cancelled_at"])
+
+
+def _cancel_orphans(cluster: SlurmCluster, found: cli.Poll, calls: Calls) -> None:
+    env_id = cluster.environment_id
+    carrying = {
+        (job_id, attempt)
+        for job_id, job in found.jobs.items()
+        if not job.ended and (attempt := attempt_of(job.comment, env_id)) is not None
+    }
+    if not carrying:
+        return
+    recorded = set(
+        SlurmJob.objects.filter(
+            environment_id=env_id, slurm_job_id__in=[job_id for job_id, _ in carrying]
+        ).values_list("slurm_job_id", "attempt_id")
+    )
+    orphans = sorted(job_id for job_id, attempt in carrying - recorded)
+    if orphans:
+        log.warning("Slurm jobs %s carry the portal's mark but no record: cancelled", orphans)
+        calls.count += 1
+        cli.cancel(access_of(cluster), orphans)
+
+
+def observe(state: SlurmState, cluster: SlurmCluster, found: cli.Poll, now) -> None:
+    units = {
+        u.capacity_unit.name: UnitMap(
+            u.partition, u.gpu_type, u.constraint, u.capacity_unit.gpus_per_unit
+        )
+        for u in cluster.units.all()
+    }
+    ours = _portal_job_ids(cluster, found)
+    state.polled_at = now
+    state.capacity = capacity_of(found, units, ours)
+    state.nodes = [node_summary(node) for node in sorted(found.nodes, key=lambda n: n.name)]
+    state.foreign = [foreign_summary(job) for job in foreign_jobs(found, ours)]
+    # Saved with the look's outcome (record_outcome), in one write.
+
+
+def _portal_job_ids(cluster: SlurmCluster, found: cli.Poll) -> set[str]:
+    """The jobs the portal started: its comment on them (recorded or not: an orphan is
+    being cancelled, and its GPUs are the portal's to count)."""
+    env_id = cluster.environment_id
+    return {job_id for job_id, job in found.jobs.items() if attempt_of(job.comment, env_id)}
+
+
+def _tail(cluster: SlurmCluster, path: str) -> str:
+    """The end of the job's output, when the portal's machine can read the file (Slurm's
+    commands run here); "" otherwise."""
+    if cluster.ssh_host or not path or path == "/dev/null":
+        return ""
+    try:
+        with Path(path).open("rb") as handle:
+            handle.seek(0, 2)
+            size = handle.tell()
+            handle.seek(max(0, size - TAIL_CHARS))
+            return handle.read().decode(errors="replace")[-TAIL_CHARS:]
+    except OSError:
+        return ""
+
+
+def next_deadline(env, now):
+    """When a tick is next due by itself: a victim's grace period running out, a stop to
+    send, a job held pending past its limit."""
+    state = SlurmState.objects.filter(environment=env).first()
+    if state is not None and state.backing_off(now):
+        return state.backoff_until  # nothing can be sent before then
+    live = SlurmJob.objects.filter(environment=env, ended_at__isnull=True)
+    unsent = live.filter(
+        attempt__stopped_at__isnull=False, cancelled_at__isnull=True, signalled_at__isnull=True
+    )
+    if unsent.exists():
+        return now  # a stop to send: at once
+    deadlines = []
+    for signalled, grace in live.filter(
+        signalled_at__isnull=False, cancelled_at__isnull=True
+    ).values_list("signalled_at", "attempt__job__job_queue__preemption_grace_seconds"):
+        deadlines.append(signalled + timedelta(seconds=grace))
+    cluster = SlurmCluster.objects.filter(environment=env).first()
+    if cluster is not None:
+        pending = live.filter(
+            started_at__isnull=True, attempt__stopped_at__isnull=True
+        ).values_list("submitted_at", flat=True)
+        deadlines += [s + timedelta(seconds=cluster.pending_timeout_seconds) for s in pending]
+    return min(deadlines, default=None)
