@@ -6,9 +6,10 @@ may place a multi-instance job across nodes. The job's comment ties it to the po
 (`qp:<environment>:<attempt>`): a Slurm job carrying it that the portal has no record of
 (a submit whose record was lost in a crash) is the portal's to cancel.
 
-The job sees none of the portal's environment (`--export=NIL`: its database URL, its keys);
-the script sets what a rank needs, as the LOCAL agent does: QP_JOB_ID, QP_RANK,
-QP_WORLD_SIZE, QP_MASTER_ADDR, and AWS Batch's AWS_BATCH_JOB_ID and attempt.
+The job sees none of the portal's environment (its database URL, its keys): sbatch runs with a
+clean one (cli.submit); the script sets HOME and what a rank needs, as the LOCAL agent does:
+QP_JOB_ID, QP_RANK, QP_WORLD_SIZE, QP_MASTER_ADDR, and AWS Batch's AWS_BATCH_JOB_ID and
+attempt.
 """
 
 from __future__ import annotations
@@ -65,7 +66,6 @@ def sbatch_options(
         f"--gpus-per-task={gpus}",
         f"--chdir={work_dir}",
         f"--output={work_dir.rstrip('/')}/quotaportal-%j.out",
-        "--export=NIL",
         "--no-requeue",
     ]
     if constraint:
@@ -92,6 +92,7 @@ def batch_script(*, job_id: str, job_name: str, attempt: int, command: str) -> s
         "#!/bin/bash",
         f"# quotaportal job {job_id}, attempt {attempt}",
         *(f"export {key}={shlex.quote(value)}" for key, value in exports.items()),
+        'export HOME="$(getent passwd "$(id -u)" | cut -d: -f6)"',
         'export QP_WORLD_SIZE="$SLURM_NTASKS"',
         'QP_MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" 2>/dev/null | head -n 1)"',
         'export QP_MASTER_ADDR="${QP_MASTER_ADDR:-$(hostname)}"',

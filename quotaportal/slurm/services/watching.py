@@ -27,7 +27,7 @@ from pathlib import Path
 from django.conf import settings
 from django.db import transaction
 
-from quotaportal.quotas.models import EventKind
+from quotaportal.quotas.models import EventKind, Job
 from quotaportal.quotas.services.connections import record_outcome
 from quotaportal.quotas.services.lifecycle import (
     end_attempt,
@@ -97,11 +97,13 @@ def look(queue, now) -> int:
 
 def reconcile(cluster: SlurmCluster, found: cli.Poll, now, calls: Calls) -> None:
     env_id = cluster.environment_id
+    # Only what a look reads: a job's row carries its whole request, hundreds of them a tick.
     live = list(
-        SlurmJob.objects.filter(environment_id=env_id, ended_at__isnull=True).select_related(
-            "attempt__job"
-        )
+        SlurmJob.objects.filter(environment_id=env_id, ended_at__isnull=True)
+        .select_related("attempt")
+        .only(*LIVE_COLUMNS)
     )
+    changed, started = [], {}
     for slurm_job in live:
         seen = found.jobs.get(slurm_job.slurm_job_id)
         if seen is not None and attempt_of(seen.comment, env_id) != slurm_job.attempt_id:
@@ -110,42 +112,79 @@ def reconcile(cluster: SlurmCluster, found: cli.Poll, now, calls: Calls) -> None
             _forgotten(slurm_job, now)
         elif seen.ended:
             _ended(cluster, slurm_job, seen, now)
-        else:
-            _alive(cluster, slurm_job, seen, now, calls)
-    stop_what_ended(cluster, now, calls, found)
-    _cancel_orphans(cluster, found, calls)
+        elif _alive(cluster, slurm_job, seen, now, calls, started):
+            changed.append(slurm_job)
+    # In bulk: a look at a busy cluster sees hundreds of running jobs, most unchanged.
+    SlurmJob.objects.bulk_update(changed, ALIVE_FIELDS)
+    mark_started_in_bulk(started)
+    still = [row for row in live if row.ended_at is None]
+    stop_what_ended(cluster, now, calls, found, still)
+    _cancel_orphans(cluster, found, calls, still)
 
 
-def _alive(cluster: SlurmCluster, slurm_job: SlurmJob, seen: cli.Job, now, calls) -> None:
+ALIVE_FIELDS = ["state", "reason", "node_list", "output_path", "output_tail", "started_at"]
+LIVE_COLUMNS = [
+    *ALIVE_FIELDS,
+    "environment_id",
+    "slurm_job_id",
+    "submitted_at",
+    "signalled_at",
+    "cancelled_at",
+    "ended_at",
+    "exit_code",
+    "attempt__job_id",
+    "attempt__number",
+    "attempt__stopped_at",
+    "attempt__preempted",
+]
+
+
+def _alive(cluster, slurm_job: SlurmJob, seen: cli.Job, now, calls, started: dict) -> bool:
+    """A job Slurm still holds: what changed is noted (True when the row must be written),
+    a start goes to `started` (job id -> when); one held pending too long, or pending again
+    after it ran, is dealt with at once."""
+    attempt = slurm_job.attempt
+    if seen.state == "PENDING" and attempt.stopped_at is None:
+        if slurm_job.started_at is not None:
+            _lost_its_run(cluster, slurm_job, now, calls)
+            return False
+        if (now - slurm_job.submitted_at).total_seconds() >= cluster.pending_timeout_seconds:
+            _hand_back(cluster, slurm_job, seen, now, calls)
+            return False
+    before = [getattr(slurm_job, name) for name in ALIVE_FIELDS]
     slurm_job.state, slurm_job.reason = seen.state, seen.reason[:255]
     slurm_job.node_list, slurm_job.output_path = seen.node_list[:1024], seen.stdout[:1024]
     slurm_job.output_tail = _tail(cluster, seen.stdout) or slurm_job.output_tail
-    attempt = slurm_job.attempt
     if seen.state in RUNNING_STATES and slurm_job.started_at is None:
         slurm_job.started_at = seen.start or now
         if attempt.stopped_at is None:
-            mark_started_in_bulk({attempt.job_id: slurm_job.started_at})
-    elif seen.state == "PENDING" and attempt.stopped_at is None and slurm_job.started_at:
-        # It ran, and Slurm holds it pending again (slurmctld restarted without its run):
-        # that run is over; a retry, if any is left, starts as a new Slurm job.
-        calls.count += 1
-        cli.cancel(access_of(cluster), [slurm_job.slurm_job_id])
-        slurm_job.cancelled_at = slurm_job.ended_at = now
-        slurm_job.save()
-        end_attempt(attempt.job, succeeded=False, status_reason=REQUEUED_BY_SLURM, now=now)
-        return
-    elif seen.state == "PENDING" and attempt.stopped_at is None:
-        waited = (now - slurm_job.submitted_at).total_seconds()
-        if waited >= cluster.pending_timeout_seconds:
-            calls.count += 1
-            cli.cancel(access_of(cluster), [slurm_job.slurm_job_id])
-            reason = (
-                f"Slurm held it pending for {waited:.0f} s ({seen.reason}); "
-                "cancelled there, it waits in the portal again"
-            )
-            return_unplaced([str(attempt.job_id)], reason[:1024])
-            return  # its attempt, and this record with it, are gone
-    slurm_job.save()
+            started[attempt.job_id] = slurm_job.started_at
+    return before != [getattr(slurm_job, name) for name in ALIVE_FIELDS]
+
+
+def _lost_its_run(cluster, slurm_job: SlurmJob, now, calls: Calls) -> None:
+    """It ran, and Slurm holds it pending again (slurmctld restarted without its run): that
+    run is over; a retry, if any is left, starts as a new Slurm job."""
+    calls.count += 1
+    cli.cancel(access_of(cluster), [slurm_job.slurm_job_id])
+    slurm_job.cancelled_at = slurm_job.ended_at = now
+    slurm_job.save(update_fields=["cancelled_at", "ended_at"])
+    job = Job.objects.get(pk=slurm_job.attempt.job_id)
+    end_attempt(job, succeeded=False, status_reason=REQUEUED_BY_SLURM, now=now)
+
+
+def _hand_back(cluster, slurm_job: SlurmJob, seen: cli.Job, now, calls: Calls) -> None:
+    """Slurm held a job the plan started pending past the cluster's limit: cancelled there, it
+    waits in the portal again (its attempt, and this record with it, undone)."""
+    calls.count += 1
+    cli.cancel(access_of(cluster), [slurm_job.slurm_job_id])
+    waited = (now - slurm_job.submitted_at).total_seconds()
+    reason = (
+        f"Slurm held it pending for {waited:.0f} s ({seen.reason}); "
+        "cancelled there, it waits in the portal again"
+    )
+    return_unplaced([str(slurm_job.attempt.job_id)], reason[:1024])
+    slurm_job.ended_at = now  # its row went with its attempt: no stop left to send for it
 
 
 def _ended(cluster: SlurmCluster, slurm_job: SlurmJob, seen: cli.Job, now) -> None:
@@ -168,14 +207,15 @@ def _forgotten(slurm_job: SlurmJob, now) -> None:
 def _attempt_over(slurm_job: SlurmJob, ended_at, seen: cli.Job | None) -> None:
     """The Slurm job is over: a preempted attempt's preemption completes; an attempt still
     open ends as Slurm says; one the portal closed (terminated, timed out) is over already."""
-    attempt, job = slurm_job.attempt, slurm_job.attempt.job
+    attempt = slurm_job.attempt
     if attempt.preempted:
-        preemptions_completed({job.pk: ended_at})
+        preemptions_completed({attempt.job_id: ended_at})
     elif attempt.stopped_at is None:
         if seen is not None and seen.state == "COMPLETED" and seen.exit_code == 0:
-            succeed_in_bulk([job.pk], "Completed", ended_at)
+            succeed_in_bulk([attempt.job_id], "Completed", ended_at)
         else:
             code = seen.exit_code if seen is not None else None
+            job = Job.objects.get(pk=attempt.job_id)
             end_attempt(job, succeeded=False, status_reason=why(seen), exit_code=code, now=ended_at)
 
 
@@ -199,22 +239,35 @@ def why(seen: cli.Job | None) -> str:
     return named.get(seen.state, f"Slurm ended it: {seen.state}")
 
 
-def stop_what_ended(cluster: SlurmCluster, now, calls: Calls, found: cli.Poll | None = None):
+def stop_what_ended(
+    cluster: SlurmCluster,
+    now,
+    calls: Calls,
+    found: cli.Poll | None = None,
+    live: list[SlurmJob] | None = None,
+) -> None:
     """Slurm jobs whose attempts the portal closed: the checkpoint signal for a preempted
     one, then scancel after its queue's grace period; scancel at once for the rest (and for
-    one Slurm never started)."""
-    stopping = SlurmJob.objects.filter(
-        environment_id=cluster.environment_id,
-        ended_at__isnull=True,
-        cancelled_at__isnull=True,
-        attempt__stopped_at__isnull=False,
-    ).select_related("attempt__job__job_queue")
+    one Slurm never started). `live`: the environment's Slurm jobs not over, when the caller
+    read them already."""
+    if live is None:
+        live = list(
+            SlurmJob.objects.filter(
+                environment_id=cluster.environment_id,
+                ended_at__isnull=True,
+                attempt__stopped_at__isnull=False,
+            ).select_related("attempt")
+        )
+    stopping = [
+        row for row in live if row.cancelled_at is None and row.attempt.stopped_at is not None
+    ]
+    graces = _graces([row.attempt.job_id for row in stopping])
     access = access_of(cluster)
     for slurm_job in stopping:
         attempt = slurm_job.attempt
         seen = found.jobs.get(slurm_job.slurm_job_id) if found else None
         started = slurm_job.started_at is not None or (seen is not None and seen.state != "PENDING")
-        grace = timedelta(seconds=attempt.job.job_queue.preemption_grace_seconds)
+        grace = timedelta(seconds=graces[attempt.job_id])
         if attempt.preempted and started and slurm_job.signalled_at is None:
             calls.count += 1
             cli.signal(access, slurm_job.slurm_job_id, cluster.checkpoint_signal)
@@ -227,21 +280,26 @@ def stop_what_ended(cluster: SlurmCluster, now, calls: Calls, found: cli.Poll | 
             slurm_job.save(update_fields=["cancelled_at"])
 
 
-def _cancel_orphans(cluster: SlurmCluster, found: cli.Poll, calls: Calls) -> None:
+def _graces(job_ids: list) -> dict:
+    """Each job's queue's grace period, seconds."""
+    if not job_ids:
+        return {}
+    return dict(
+        Job.objects.filter(pk__in=job_ids).values_list("id", "job_queue__preemption_grace_seconds")
+    )
+
+
+def _cancel_orphans(
+    cluster: SlurmCluster, found: cli.Poll, calls: Calls, live: list[SlurmJob]
+) -> None:
     env_id = cluster.environment_id
     carrying = {
         (job_id, attempt)
         for job_id, job in found.jobs.items()
         if not job.ended and (attempt := attempt_of(job.comment, env_id)) is not None
     }
-    if not carrying:
-        return
-    recorded = set(
-        SlurmJob.objects.filter(
-            environment_id=env_id, slurm_job_id__in=[job_id for job_id, _ in carrying]
-        ).values_list("slurm_job_id", "attempt_id")
-    )
-    orphans = sorted(job_id for job_id, attempt in carrying - recorded)
+    recorded = {(row.slurm_job_id, row.attempt_id) for row in live}
+    orphans = sorted(job_id for job_id, _ in carrying - recorded)
     if orphans:
         log.warning("Slurm jobs %s carry the portal's mark but no record: cancelled", orphans)
         calls.count += 1
@@ -286,26 +344,30 @@ def _tail(cluster: SlurmCluster, path: str) -> str:
 
 
 def next_deadline(env, now):
-    """When a tick is next due by itself: a victim's grace period running out, a stop to
-    send, a job held pending past its limit."""
+    """When a tick is next due by itself: a stop to send (at once), a victim's grace period
+    running out, a job held pending past the cluster's limit; after a backoff, its end."""
     state = SlurmState.objects.filter(environment=env).first()
     if state is not None and state.backing_off(now):
         return state.backoff_until  # nothing can be sent before then
-    live = SlurmJob.objects.filter(environment=env, ended_at__isnull=True)
-    unsent = live.filter(
-        attempt__stopped_at__isnull=False, cancelled_at__isnull=True, signalled_at__isnull=True
+    pending_limit = (
+        SlurmCluster.objects.filter(environment=env)
+        .values_list("pending_timeout_seconds", flat=True)
+        .first()
     )
-    if unsent.exists():
-        return now  # a stop to send: at once
+    rows = SlurmJob.objects.filter(environment=env, ended_at__isnull=True).values_list(
+        "submitted_at",
+        "started_at",
+        "signalled_at",
+        "cancelled_at",
+        "attempt__stopped_at",
+        "attempt__job__job_queue__preemption_grace_seconds",
+    )
     deadlines = []
-    for signalled, grace in live.filter(
-        signalled_at__isnull=False, cancelled_at__isnull=True
-    ).values_list("signalled_at", "attempt__job__job_queue__preemption_grace_seconds"):
-        deadlines.append(signalled + timedelta(seconds=grace))
-    cluster = SlurmCluster.objects.filter(environment=env).first()
-    if cluster is not None:
-        pending = live.filter(
-            started_at__isnull=True, attempt__stopped_at__isnull=True
-        ).values_list("submitted_at", flat=True)
-        deadlines += [s + timedelta(seconds=cluster.pending_timeout_seconds) for s in pending]
+    for submitted, started, signalled, cancelled, stopped, grace in rows:
+        if stopped is not None and cancelled is None:
+            if signalled is None:
+                return now  # a stop to send
+            deadlines.append(signalled + timedelta(seconds=grace))
+        elif stopped is None and started is None and pending_limit is not None:
+            deadlines.append(submitted + timedelta(seconds=pending_limit))
     return min(deadlines, default=None)
