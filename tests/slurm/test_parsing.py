@@ -135,8 +135,7 @@ def test_a_hostile_name_and_command_stay_single_arguments(tmp_path):
     assert {"--ntasks=2", "--gpus-per-task=a100:4", "--uid=alice", "--time=2"} <= set(options)
     command = "echo 'it''s' \"$QP_RANK\" `hostname`; printf '%s\\n' \"$(echo ok)\""
     script = batch_script(job_id="j-1", job_name="x", attempt=1, command=command)
-    srun = script.splitlines()[-1]
-    argv = shlex.split(srun)
+    argv = shlex.split(script[script.index("exec srun") :])
     assert argv[:5] == ["exec", "srun", "--kill-on-bad-exit=1", "--export=ALL", "/bin/bash"]
     assert argv[-1] == f'export QP_RANK="$SLURM_PROCID"\n{command}'
     bash = subprocess.run(["bash", "-n"], input=script, capture_output=True, text=True)
