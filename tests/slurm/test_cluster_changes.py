@@ -149,3 +149,17 @@ def test_jobs_run_as_their_owners_account(portal, cluster, people):
     portal.ticks_until(lambda: Job.objects.get(pk=mine.pk).status == "SUCCEEDED", what="a run")
     assert "user=nobody" in SlurmJob.objects.get(attempt__job=mine).output_tail
     run_tick(portal.queue.pk)
+
+
+def test_an_attempt_past_its_duration_is_cancelled_in_slurm(portal, cluster):
+    job = submit(portal, "slow", attempt_duration_seconds=2)
+    portal.ticks_until(lambda: Job.objects.get(pk=job.pk).status == "RUNNING", what="a run")
+    portal.ticks_until(
+        lambda: Job.objects.get(pk=job.pk).status == "FAILED", seconds=20, what="the timeout"
+    )
+    assert Job.objects.get(pk=job.pk).status_reason == "Attempt duration exceeded"
+    slurm_job = SlurmJob.objects.get(attempt__job=job)
+    portal.ticks_until(
+        lambda: slurm_job.slurm_job_id not in cluster.jobs(), what="Slurm to stop it"
+    )
+    assert SlurmJob.objects.get(pk=slurm_job.pk).cancelled_at is not None

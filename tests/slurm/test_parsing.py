@@ -140,3 +140,31 @@ def test_a_hostile_name_and_command_stay_single_arguments(tmp_path):
     assert argv[-1] == f'export QP_RANK="$SLURM_PROCID"\n{command}'
     bash = subprocess.run(["bash", "-n"], input=script, capture_output=True, text=True)
     assert bash.returncode == 0, bash.stderr
+
+
+def test_over_ssh_each_command_is_one_quoted_remote_command():
+    access = cli.Access(
+        ssh_host="login1", ssh_user="svc", ssh_key="/etc/qp/key", slurm_conf="/etc/slurm x.conf"
+    )
+    argv = access.argv(["sbatch", "--job-name=qp-a b", "--comment=qp:1:2"])
+    assert argv[:3] == ["ssh", "-o", "BatchMode=yes"]
+    assert argv[-3:-1] == ["svc@login1", "--"]
+    assert argv[argv.index("-i") + 1] == "/etc/qp/key"
+    remote = shlex.split(argv[-1])
+    assert remote == [
+        "SLURM_CONF=/etc/slurm x.conf",
+        "sbatch",
+        "--job-name=qp-a b",
+        "--comment=qp:1:2",
+    ]
+    assert cli.Access().argv(["sinfo"]) == ["sinfo"]  # on this machine: as is
+
+
+def test_an_unreachable_slurm_is_unavailable_and_an_answer_is_refused(tmp_path):
+    broken = cli.Access(ssh_host="127.0.0.1", ssh_key=str(tmp_path / "no-key"), timeout=2)
+    with pytest.raises(cli.Unavailable):
+        cli.run(broken, ["true"])
+    with pytest.raises(cli.Unavailable, match="not installed"):
+        cli.run(cli.Access(), ["no-such-slurm-command"])
+    with pytest.raises(cli.Refused, match="denied"):
+        cli.run(cli.Access(), ["sh", "-c", "echo 'sbatch: error: access denied' >&2; exit 1"])
