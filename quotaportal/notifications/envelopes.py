@@ -21,6 +21,7 @@ from quotaportal.quotas.models import Event, EventKind, Job, JobStatus
 # Audit kinds that move a job to a status, and the status.
 STATUS_AFTER = {
     EventKind.SUBMITTED: JobStatus.RUNNABLE,
+    EventKind.RELEASED: JobStatus.RUNNABLE,
     EventKind.DISPATCHED: JobStatus.SCHEDULED,
     EventKind.STARTING: JobStatus.STARTING,
     EventKind.STARTED: JobStatus.RUNNING,
@@ -73,6 +74,8 @@ def notices(event: Event, job: Job) -> list[Notice]:
         status = STATUS_AFTER[kind]
         if kind == EventKind.DISPATCHED and detail.get("status") == JobStatus.STARTING:
             status = JobStatus.STARTING  # a remote job seen already starting
+        if kind == EventKind.SUBMITTED and detail.get("status") == JobStatus.PENDING:
+            status = JobStatus.PENDING  # waiting on its dependencies, or its array's turn
         made.append(_state_change(event, job, status))
     return made
 

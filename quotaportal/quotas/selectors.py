@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import uuid
 from collections import defaultdict
 from datetime import UTC, datetime
 
@@ -42,6 +43,33 @@ def visible_jobs(user, queryset=None):
     return queryset.select_related(
         "job_queue__service_environment", "quota_share", "capacity_unit", "submitted_by"
     )
+
+
+def array_counts(array_ids) -> dict:
+    """Per job array, its children by the status people see (every status, 0 included):
+    one grouped read for a whole page of arrays."""
+    counts = {pk: dict.fromkeys(JobStatus.values, 0) for pk in array_ids}
+    rows = (
+        Job.objects.filter(array_id__in=list(counts))
+        .values_list("array_id", "status", "preemption_stopping")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    for array_id, status, stopping, n in rows:
+        shown = JobStatus.RUNNING if stopping and status == JobStatus.RUNNABLE else status
+        counts[array_id][shown] += n
+    return counts
+
+
+def dependencies(job: Job) -> list[dict]:
+    """What a job waits (or waited) for: each job, its kind and its status now."""
+    if not job.depends_on:
+        return []
+    found = Job.objects.in_bulk([d["job_id"] for d in job.depends_on])
+    return [
+        {"job": found.get(uuid.UUID(d["job_id"])), "job_id": d["job_id"], "type": d["type"]}
+        for d in job.depends_on
+    ]
 
 
 def jobs_of_user_teams(user, queryset):

@@ -10,6 +10,7 @@ from quotaportal.quotas.models import Job
 
 LABELS = {
     "submitted": "Submitted",
+    "released": "Released: what it waited for came",
     "dispatched": "Dispatched",
     "starting": "Starting: handed to its host",
     "started": "Started",

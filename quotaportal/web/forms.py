@@ -20,7 +20,7 @@ from quotaportal.quotas.models import (
 )
 from quotaportal.quotas.names import shortened
 from quotaportal.quotas.permissions import is_platform_admin, team_ids
-from quotaportal.quotas.services.jobs import MAX_COMMAND_BYTES
+from quotaportal.quotas.services.job_fields import MAX_COMMAND_BYTES
 from scheduler.validation import MAX_BORROW_LIMIT
 
 LIMIT_ROWS = 5

@@ -17,7 +17,7 @@ STEP_FIELDS: dict[str, tuple[set[str], set[str]]] = {
     # step kind: (required fields, optional fields)
     "submit": (
         {"job", "share", "unit"},
-        {"quantity", "priority", "preemption_retries", "expect_error"},
+        {"quantity", "priority", "preemption_retries", "expect_error", "after"},
     ),
     "tick": (set(), set()),
     "set_priority": ({"job", "priority"}, set()),
@@ -45,6 +45,7 @@ STEP_FIELDS: dict[str, tuple[set[str], set[str]]] = {
             "usage",
             "pending_reason",
             "preempted_count",
+            "pending",
         },
     ),
 }
@@ -177,7 +178,24 @@ def _step(raw: Any, index: int, label: str) -> Step:
         raise ScenarioError(f"{where}: finish status must be SUCCEEDED or FAILED")
     if kind == "reserve":
         _check_reservation(body, where)
+    if kind == "submit" and "after" in body:
+        _check_after(body["after"], where)
     return Step(index, kind, body)
+
+
+AFTER_KINDS = ("afterok", "afterany", "afternotok")
+
+
+def _check_after(after: Any, where: str) -> None:
+    """A submit's dependencies: [{"job": name, "type": afterok | afterany | afternotok}]."""
+    if not isinstance(after, list) or not all(
+        isinstance(d, dict) and set(d) == {"job", "type"} and d["type"] in AFTER_KINDS
+        for d in after
+    ):
+        raise ScenarioError(
+            f"{where}: after must be a list of {{job, type}} with type one of "
+            f"{', '.join(AFTER_KINDS)}"
+        )
 
 
 def _check_reservation(body: dict, where: str) -> None:

@@ -70,6 +70,7 @@ def apply_step(world: World, step: Step, now: float) -> None:
                 body.get("quantity", 1),
                 body.get("priority", 0),
                 body.get("preemption_retries"),
+                after=[(d["job"], d["type"]) for d in body.get("after", [])],
             )
         case "tick":
             world.tick(now)
@@ -108,6 +109,7 @@ def _preempted(kind: str | None) -> Callable[[Observation], set[str]]:
 JOB_SETS: dict[str, Callable[[Observation], set[str]]] = {
     "dispatched": _with_status(DISPATCHED),
     "runnable": _with_status("RUNNABLE"),
+    "pending": _with_status("PENDING"),  # waiting on dependencies: in no plan
     "succeeded": _with_status("SUCCEEDED"),
     "failed": _with_status("FAILED"),
     "preempted": _preempted(None),

@@ -12,6 +12,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from scheduler.dependencies import After, Waiting, release
 from scheduler.invariants import plan_violations
 from scheduler.model import Job, Ordering, Plan, PreemptionKind, Share, Snapshot, Strategy
 from scheduler.planner import plan_tick
@@ -21,6 +22,7 @@ from scheduler.validation import priority_error, share_config_errors, submission
 
 DISPATCHED = "DISPATCHED"
 RUNNABLE = "RUNNABLE"
+PENDING = "PENDING"  # waiting on its dependencies: in no plan
 FINAL = ("SUCCEEDED", "FAILED")
 
 
@@ -50,6 +52,7 @@ class World(Protocol):
         quantity: int,
         priority: int,
         preemption_retries: int | None,
+        after: list[tuple[str, str]] = (),
     ) -> None: ...
     def tick(self, now: float) -> None: ...
     def set_priority(self, now: float, job: str, priority: int) -> None: ...
@@ -101,6 +104,7 @@ class _JobState:
     status: str = RUNNABLE
     preempted_count: int = 0
     preemption_retries: int | None = None
+    after: tuple[tuple[str, After], ...] = ()  # while PENDING: what it waits for
 
 
 class PureWorld:
@@ -124,9 +128,12 @@ class PureWorld:
         except KeyError:
             raise StepRejected(f"no job named {name}") from None
 
-    def submit(self, now, job, share, unit, quantity, priority, preemption_retries):
+    def submit(self, now, job, share, unit, quantity, priority, preemption_retries, after=()):
         if job in self.jobs:
             raise StepRejected(f"a job named {job} was already submitted")
+        unknown = sorted(name for name, _ in after if name not in self.jobs)
+        if unknown:
+            raise StepRejected(f"it depends on jobs that do not exist: {', '.join(unknown)}")
         if share not in self.shares:
             raise StepRejected(f"quota share {share} does not exist")
         error = priority_error(priority) or submission_error(
@@ -135,7 +142,10 @@ class PureWorld:
         if error:
             raise StepRejected(error)
         self.jobs[job] = _JobState(
-            Job(job, share, unit, quantity, priority, now), preemption_retries=preemption_retries
+            Job(job, share, unit, quantity, priority, now),
+            status=PENDING if after else RUNNABLE,
+            preemption_retries=preemption_retries,
+            after=tuple((name, After(kind)) for name, kind in after),
         )
 
     def snapshot(self, now: float) -> Snapshot:
@@ -146,6 +156,7 @@ class PureWorld:
         return Snapshot(capacity, tuple(self.shares.values()), active, self.ordering, fit_to)
 
     def tick(self, now):
+        self._release()
         snapshot = self.snapshot(now)
         plan = self.last_plan = plan_tick(snapshot, now)
         self.settled.update(r.name for r in ended(self.reservations, now))
@@ -160,6 +171,20 @@ class PureWorld:
             state = self.jobs[dispatch.job_id]
             state.job = state.job._replace(dispatched_at=now)
             state.status = DISPATCHED
+
+    def _release(self) -> None:
+        """Pending jobs whose dependencies are met go RUNNABLE; unmeetable ones FAIL."""
+        pending = [
+            Waiting(name, state.after)
+            for name, state in self.jobs.items()
+            if state.status == PENDING
+        ]
+        statuses = {name: state.status for name, state in self.jobs.items()}
+        released = release(pending, statuses, {name: name for name in self.jobs}, {})
+        for name in released.released:
+            self.jobs[name].status = RUNNABLE
+        for name in released.failed:
+            self.jobs[name].status = "FAILED"
 
     def _preempt(self, name: str, kind: PreemptionKind) -> None:
         state = self.jobs[name]

@@ -325,7 +325,7 @@ def test_a_heartbeat_answer_is_bounded_by_the_hosts_slots(people, agents):
     """An answer lists at most one rank per slot, each with a command of at most 64 KiB: a
     host's answer is at most slots × ANSWER_BYTES_PER_SLOT, however much its teams submit."""
     from quotaportal.hosts.services.agents import ANSWER_BYTES_PER_SLOT
-    from quotaportal.quotas.services.jobs import MAX_COMMAND_BYTES
+    from quotaportal.quotas.services.job_fields import MAX_COMMAND_BYTES
 
     token = agents.token("gpu-1")
     assert agents.register(token, "gpu-1", gpus=2).status_code == 200

@@ -12,6 +12,8 @@ from quotaportal.quotas.models.resources import JobQueue, QuotaShare
 
 class EventKind(models.TextChoices):
     SUBMITTED = "submitted"
+    # A PENDING job's dependencies were met (or its array had a place): RUNNABLE from then.
+    RELEASED = "released"
     DISPATCHED = "dispatched"
     STARTING = "starting"  # handed to the host that launches it (LOCAL)
     STARTED = "started"

@@ -56,6 +56,37 @@ def shown_status_is(status: str) -> Q:
     return Q(status=status)
 
 
+class JobArray(models.Model):
+    """One submit of many alike jobs (a sweep): its children are Jobs named `name[i]`, each
+    knowing its index; at most `max_running` of them RUNNABLE or dispatched at once (the rest
+    PENDING until one ends). Priority changes and terminations of the array act on every
+    child not final; its status is its children's counts by status."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    name = models.CharField(max_length=128)
+    job_queue = models.ForeignKey(JobQueue, on_delete=models.PROTECT, related_name="job_arrays")
+    share_name = models.CharField(max_length=128)
+    submitted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="job_arrays"
+    )
+    size = models.PositiveIntegerField()
+    max_running = models.PositiveIntegerField(null=True, blank=True)  # None: no limit
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.CheckConstraint(condition=Q(size__gte=1), name="job_array_size_at_least_1"),
+            models.CheckConstraint(
+                condition=Q(max_running__isnull=True) | Q(max_running__gte=1),
+                name="job_array_max_running_positive",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.size} jobs)"
+
+
 class Job(models.Model):
     """A service job: what to run, in which share, how many instances, and where it stands.
 
@@ -118,6 +149,20 @@ class Job(models.Model):
     estimated_start_latest = models.DateTimeField(null=True, blank=True)
     # The range is wider than the wait it brackets, or its share has no finished job to go by.
     estimate_uncertain = models.BooleanField(default=False)
+    # What it waits for before it may be planned (PENDING until then): [{"job_id", "type"}]
+    # with type afterok, afterany or afternotok (scheduler.dependencies).
+    depends_on = models.JSONField(default=list, blank=True)
+    # A child of a job array, and its index in it (QP_ARRAY_INDEX in its environment).
+    # No single-column index: job_array_children (array, array_index) serves its lookups.
+    array = models.ForeignKey(
+        JobArray,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="children",
+        db_index=False,
+    )
+    array_index = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
         indexes = [
@@ -143,6 +188,12 @@ class Job(models.Model):
                 fields=["job_queue"],
                 condition=Q(preemption_stopping=True),
                 name="job_preemption_stopping",
+            ),
+            # An array's children in index order (its counts, its next children to release).
+            models.Index(
+                fields=["array", "array_index"],
+                condition=Q(array__isnull=False),
+                name="job_array_children",
             ),
         ]
         constraints = [

@@ -105,9 +105,13 @@ class DbWorld:
         except ServiceError as err:
             raise StepRejected("; ".join(err.errors.values())) from None
 
-    def submit(self, now, job, share, unit, quantity, priority, preemption_retries):
+    def submit(self, now, job, share, unit, quantity, priority, preemption_retries, after=()):
         if job in self.ids:
             raise StepRejected(f"a job named {job} was already submitted")
+        unknown = sorted(name for name, _ in after if name not in self.ids)
+        if unknown:
+            raise StepRejected(f"it depends on jobs that do not exist: {', '.join(unknown)}")
+        depends_on = [{"job_id": str(self.ids[name]), "type": kind} for name, kind in after]
         created = self._call(
             services.submit_job,
             None,
@@ -119,6 +123,7 @@ class DbWorld:
             scheduling_priority=priority,
             preemption_retries_before_termination=preemption_retries,
             command=self.command,
+            depends_on=depends_on,
             now=at(now),
         )
         self.ids[job] = created.id

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from quotaportal.quotas.services.arrays import set_array_priority, submit_array, terminate_array
 from quotaportal.quotas.services.jobs import set_priority, submit_job, submit_jobs, terminate_job
 from quotaportal.quotas.services.lifecycle import end_attempt, finish_job, mark_started
 from quotaportal.quotas.services.resources import (
@@ -33,10 +34,13 @@ __all__ = [
     "end_attempt",
     "finish_job",
     "mark_started",
+    "set_array_priority",
     "set_priority",
+    "submit_array",
     "submit_job",
     "submit_jobs",
     "tag_resource",
+    "terminate_array",
     "terminate_job",
     "untag_resource",
     "update_job_queue",

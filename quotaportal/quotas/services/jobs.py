@@ -25,7 +25,6 @@ from quotaportal.quotas.models import (
     QuotaShare,
     State,
 )
-from quotaportal.quotas.names import aws_name_error
 from quotaportal.quotas.permissions import (
     actor_name,
     is_platform_admin,
@@ -33,7 +32,10 @@ from quotaportal.quotas.permissions import (
     require_share_member,
     team_ids,
 )
-from quotaportal.quotas.services.retries import check_evaluate_on_exit
+from quotaportal.quotas.services.job_fields import (
+    dependencies_of,
+    field_errors,
+)
 from quotaportal.quotas.ticking.changes import (
     agents_must_hear,
     events_written,
@@ -48,79 +50,6 @@ def _fingerprint(fields: dict) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def _check_fields(fields: dict) -> dict[str, str]:
-    errors = {}
-    if error := priority_error(fields["scheduling_priority"]):
-        errors["scheduling_priority"] = error
-    checks = {
-        "quantity": (1, None, "quantity must be a whole number of at least 1"),
-        "retry_attempts": (1, 10, "retry_attempts must be between 1 and 10"),
-        "preemption_retries_before_termination": (
-            0,
-            None,
-            "preemption_retries_before_termination must be 0 or more",
-        ),
-        "attempt_duration_seconds": (1, None, "attempt_duration_seconds must be at least 1"),
-    }
-    for field, (low, high, message) in checks.items():
-        value = fields[field]
-        if value is None and field not in ("quantity", "retry_attempts"):
-            continue
-        if (
-            not isinstance(value, int)
-            or isinstance(value, bool)
-            or value < low
-            or (high and value > high)
-        ):
-            errors[field] = message
-    simulated = fields["simulated_duration_seconds"]
-    if simulated is not None and (not isinstance(simulated, int | float) or simulated < 0):
-        errors["simulated_duration_seconds"] = "simulated_duration_seconds must be 0 or more"
-    if error := aws_name_error(fields["name"]):
-        errors["name"] = error
-    if fields["client_token"] is not None and (
-        not isinstance(fields["client_token"], str) or not 1 <= len(fields["client_token"]) <= 64
-    ):
-        errors["client_token"] = "client_token must be 1 to 64 characters"
-    if error := check_evaluate_on_exit(fields["evaluate_on_exit"]):
-        errors["evaluate_on_exit"] = error
-    if error := command_error(fields["command"]):
-        errors["command"] = error
-    if error := tags_error(fields["tags"]):
-        errors["tags"] = error
-    return errors
-
-
-def command_error(command) -> str | None:
-    if not isinstance(command, str):
-        return "command must be text"
-    size = len(command.encode("utf-8", errors="surrogatepass"))
-    if size > MAX_COMMAND_BYTES:
-        return (
-            f"command is {size:,} bytes; the limit is {MAX_COMMAND_BYTES:,} "
-            "(put a long script in a file on the host and run that)"
-        )
-    return None
-
-
-def tags_error(tags) -> str | None:
-    """AWS's tag rules: at most 50, keys 1 to 128 characters, values up to 256."""
-    if not isinstance(tags, dict):
-        return "tags must be an object of key to value"
-    if len(tags) > MAX_TAGS:
-        return f"at most {MAX_TAGS} tags, got {len(tags)}"
-    for key, value in tags.items():
-        if not isinstance(key, str) or not 1 <= len(key) <= MAX_TAG_KEY:
-            return f"tag keys must be 1 to {MAX_TAG_KEY} characters"
-        if key.lower().startswith("aws:"):
-            return f"tag key {key[:40]!r}: keys starting with aws: are AWS's own"
-        if not isinstance(value, str) or len(value) > MAX_TAG_VALUE:
-            return f"tag {key}: values must be text of at most {MAX_TAG_VALUE} characters"
-    return None
-
-
-MAX_COMMAND_BYTES = 64 * 1024  # every heartbeat carries the commands of a host's jobs
-MAX_TAGS, MAX_TAG_KEY, MAX_TAG_VALUE = 50, 128, 256
 JOB_OPTIONS = {  # optional job fields and their defaults
     "quantity": 1,
     "scheduling_priority": 0,
@@ -133,6 +62,7 @@ JOB_OPTIONS = {  # optional job fields and their defaults
     "simulated_duration_seconds": None,
     "client_token": None,
     "tags": None,
+    "depends_on": None,
 }
 
 
@@ -328,9 +258,11 @@ def _prepare(actor, item: dict, cache: dict, now):
     }
     fields["evaluate_on_exit"] = fields["evaluate_on_exit"] or []
     fields["tags"] = fields["tags"] or {}
-    if errors := _check_fields(fields):
+    fields["depends_on"] = fields["depends_on"] or []
+    if errors := field_errors(fields):
         raise InvalidInput(errors)
     share, unit = _target(actor, queue, fields, now, cache)
+    fields["depends_on"] = dependencies_of(actor, fields["depends_on"])
     return queue, share, unit, fields, _fingerprint(fields)
 
 
@@ -350,7 +282,9 @@ def _earlier_by_token(actor, prepared) -> dict:
     return {(job.job_queue_id, job.client_token): job for job in found}
 
 
-def _new_job(actor, queue, share, unit, fields: dict, fingerprint: str, now) -> Job:
+def _new_job(actor, queue, share, unit, fields: dict, fingerprint: str, now, **extra) -> Job:
+    """A job to insert; PENDING while it has dependencies (released by a tick)."""
+    waits = bool(fields["depends_on"])
     return Job(
         job_queue=queue,
         quota_share=share,
@@ -359,10 +293,15 @@ def _new_job(actor, queue, share, unit, fields: dict, fingerprint: str, now) -> 
         capacity_unit=unit,
         name=fields["name"],
         request_fingerprint=fingerprint,
-        status=JobStatus.RUNNABLE,
+        status=JobStatus.PENDING if waits else JobStatus.RUNNABLE,
+        status_reason=WAITS_FOR_DEPENDENCIES if waits else "",
         created_at=now,
         **{key: fields[key] for key in JOB_OPTIONS},
+        **extra,
     )
+
+
+WAITS_FOR_DEPENDENCIES = "Waits for its dependencies"
 
 
 def _submitted_event(actor, job: Job, now) -> Event:
@@ -378,6 +317,8 @@ def _submitted_event(actor, job: Job, now) -> Event:
             "quantity": job.quantity,
             "capacity_unit": job.capacity_unit.name,
             "scheduling_priority": job.scheduling_priority,
+            **({"status": JobStatus.PENDING.value} if job.status == JobStatus.PENDING else {}),
+            **({"depends_on": job.depends_on} if job.depends_on else {}),
         },
     )
 
@@ -399,7 +340,7 @@ def set_priority(actor, job: Job, priority: int) -> Job:
         raise InvalidInput({"scheduling_priority": error})
     with transaction.atomic():
         before = job.scheduling_priority
-        changed = Job.objects.filter(pk=job.pk, status__in=ACTIVE).update(
+        changed = Job.objects.filter(pk=job.pk, status__in=(JobStatus.PENDING, *ACTIVE)).update(
             scheduling_priority=priority
         )
         if not changed:

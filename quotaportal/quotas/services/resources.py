@@ -31,7 +31,7 @@ from quotaportal.quotas.models import (
 from quotaportal.quotas.names import aws_name_error, unit_name_error
 from quotaportal.quotas.permissions import require_admin
 from quotaportal.quotas.services import tokens
-from quotaportal.quotas.services.jobs import tags_error
+from quotaportal.quotas.services.job_fields import tags_error
 from quotaportal.quotas.ticking.changes import queue_changed
 from scheduler.validation import instance_count_error
 

@@ -49,6 +49,7 @@ from quotaportal.quotas.models import (
     TickStat,
     UtilizationSample,
 )
+from quotaportal.quotas.services.arrays import release_pending
 from quotaportal.quotas.services.lifecycle import (
     enforce_attempt_timeouts,
     enforce_runnable_time_limits,
@@ -325,7 +326,9 @@ def _tick_locked(queue: JobQueue, now, turn: _Turn) -> _Outcome:
     elif advance:
         enforce_attempt_timeouts(queue.id, now)
         enforce_runnable_time_limits(queue, now)
-    if advance:  # what advancing changed raised the version since the queue was read
+    # Jobs whose dependencies ended, and array children with a place, join the plan.
+    released = release_pending(queue.id, now)
+    if advance or released:  # what changed raised the version since the queue was read
         version = JobQueue.objects.values_list("state_version", flat=True).get(pk=queue.id)
     else:
         # Read under the lock moments ago. A change committed since makes the plan newer than
