@@ -78,7 +78,9 @@ def sbatch_options(
     return options
 
 
-def batch_script(*, job_id: str, job_name: str, attempt: int, command: str) -> str:
+def batch_script(
+    *, job_id: str, job_name: str, attempt: int, command: str, array_index: int | None = None
+) -> str:
     """The batch script: the ranks' environment, then the command once per task (srun)."""
     rank = f'export QP_RANK="$SLURM_PROCID"\n{command}'
     exports = {
@@ -88,6 +90,8 @@ def batch_script(*, job_id: str, job_name: str, attempt: int, command: str) -> s
         "AWS_BATCH_JOB_ID": job_id,
         "AWS_BATCH_JOB_ATTEMPT": str(attempt),
     }
+    if array_index is not None:  # a child of a job array: its place in it
+        exports["QP_ARRAY_INDEX"] = exports["AWS_BATCH_JOB_ARRAY_INDEX"] = str(array_index)
     lines = [
         "#!/bin/bash",
         f"# quotaportal job {job_id}, attempt {attempt}",

@@ -11,6 +11,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from quotaportal.hosts.models import GpuHost, Placement
+from quotaportal.quotas import services
 from quotaportal.quotas.models import Event, EventKind, Job
 from quotaportal.quotas.ticking.loop import SchedulerLoop
 from tests.hosts.builders import Fleet, wait_until
@@ -201,3 +202,20 @@ def test_a_victim_stays_running_in_preemption_until_its_ranks_stop_then_waits_ag
         "Batch Service Job State Change",
         "RUNNABLE",
     )
+
+
+def test_an_arrays_children_each_see_their_index(fleet):
+    sweep = services.submit_array(
+        fleet.admin,
+        size=3,
+        max_running=2,
+        job_queue=fleet.queue,
+        quota_share="a",
+        capacity_unit="gpu1",
+        name="sweep",
+        command='echo "index=$QP_ARRAY_INDEX aws=$AWS_BATCH_JOB_ARRAY_INDEX"',
+    )
+    children = list(sweep.children.order_by("array_index"))
+    for child in children:
+        wait_until(lambda c=child: fleet.status(c) == "SUCCEEDED", what=f"{child.name} to end")
+    assert [fleet.output(c).strip() for c in children] == [f"index={i} aws={i}" for i in range(3)]

@@ -140,6 +140,13 @@ def test_a_hostile_name_and_command_stay_single_arguments(tmp_path):
     assert argv[-1] == f'export QP_RANK="$SLURM_PROCID"\n{command}'
     bash = subprocess.run(["bash", "-n"], input=script, capture_output=True, text=True)
     assert bash.returncode == 0, bash.stderr
+    assert "QP_ARRAY_INDEX" not in script
+
+
+def test_an_array_childs_script_exports_its_index():
+    script = batch_script(job_id="j-1", job_name="s[7]", attempt=1, command="true", array_index=7)
+    assert "export QP_ARRAY_INDEX=7\n" in script
+    assert "export AWS_BATCH_JOB_ARRAY_INDEX=7\n" in script
 
 
 def test_over_ssh_each_command_is_one_quoted_remote_command():

@@ -65,6 +65,8 @@ def job_environment(spec: dict, job_dir: Path, checkpoints: Path, user: JobUser,
             "QP_HOST_NAME": spec.get("host_name", ""),
         }
     )
+    if spec.get("array_index") is not None:  # a child of a job array: its place in it
+        env["QP_ARRAY_INDEX"] = env["AWS_BATCH_JOB_ARRAY_INDEX"] = str(spec["array_index"])
     if user.name:
         env["USER"] = env["LOGNAME"] = user.name
     return env

@@ -27,7 +27,7 @@ from quotaportal.hosts.services.tokens import check_host_name
 from quotaportal.infra import redis_client, wakeups
 from quotaportal.quotas.errors import Forbidden, InvalidInput
 from quotaportal.quotas.models import DISPATCHED, CapacityUnit, JobStatus
-from quotaportal.quotas.services.jobs import MAX_COMMAND_BYTES
+from quotaportal.quotas.services.job_fields import MAX_COMMAND_BYTES
 from quotaportal.quotas.services.lifecycle import mark_starting
 
 log = logging.getLogger(__name__)
@@ -133,8 +133,23 @@ def desired_placements(host: GpuHost) -> tuple[list[dict], int, list]:
             "command": cmd or "true",
             "grace_seconds": grace,
             "hold": hold,
+            **({"array_index": index} if index is not None else {}),
         }
-        for wanted, placement, job, number, rank, gpus, cmd, grace, hold, master, size, _ in rows
+        for (
+            wanted,
+            placement,
+            job,
+            number,
+            rank,
+            gpus,
+            cmd,
+            grace,
+            hold,
+            master,
+            size,
+            _,
+            index,
+        ) in rows
         if wanted
     ]
     handed = sorted({row[2] for row in rows if row[0] and not row[8] and row[11] == SCHEDULED})
@@ -168,7 +183,7 @@ PLACEMENT_ROWS_SQL = f"""
             WHERE mp.attempt_id = p.attempt_id AND mp.rank = 0
         ) AS master,
         (SELECT COUNT(*) FROM hosts_placement wp WHERE wp.attempt_id = p.attempt_id) AS world,
-        j.status
+        j.status, j.array_index
     FROM hosts_placement p
     JOIN quotas_jobattempt a ON a.id = p.attempt_id
     JOIN quotas_job j ON j.id = a.job_id
@@ -189,14 +204,28 @@ def _placement_rows(host: GpuHost) -> list[tuple]:
 
 
 def _typed(
-    wanted, pk, job, number, rank, gpus, command, grace, hold, master, world, status
+    wanted, pk, job, number, rank, gpus, command, grace, hold, master, world, status, index
 ) -> tuple:
     """A raw row's values as the ORM would give them: JSON arrives as text (and on SQLite
     booleans as 0/1, a UUID as its 32 hex digits)."""
     job = job if isinstance(job, uuid.UUID) else uuid.UUID(job)
     gpus = json.loads(gpus)
     hold = bool(hold)
-    return bool(wanted), pk, job, number, rank, gpus, command, grace, hold, master, world, status
+    return (
+        bool(wanted),
+        pk,
+        job,
+        number,
+        rank,
+        gpus,
+        command,
+        grace,
+        hold,
+        master,
+        world,
+        status,
+        index,
+    )
 
 
 MAX_WAIT_SECONDS = 20.0

@@ -82,7 +82,11 @@ def _submit(cluster: SlurmCluster, attempt: JobAttempt) -> str:
         time_limit_seconds=_time_limit(job),
     )
     script = batch_script(
-        job_id=str(job.pk), job_name=job.name, attempt=attempt.number, command=job.command
+        job_id=str(job.pk),
+        job_name=job.name,
+        attempt=attempt.number,
+        command=job.command,
+        array_index=job.array_index,
     )
     return cli.submit(access_of(cluster), options, script)
 
