@@ -251,6 +251,10 @@ MAILERS = {
 }
 DEFAULT_FROM_EMAIL = os.environ.get("QP_EMAIL_FROM", "quotaportal@localhost")
 QP_ESTIMATE_SECONDS = envint("QP_ESTIMATE_SECONDS", 10)
+# Jobs' whole output (quotas.services.output): kept this many days, at most this many bytes
+# per rank of an attempt (beyond it the backend sends no more).
+QP_OUTPUT_RETENTION_DAYS = envint("QP_OUTPUT_RETENTION_DAYS", 30)
+QP_OUTPUT_MAX_BYTES = envint("QP_OUTPUT_MAX_BYTES", 256 * 1024 * 1024)
 # Between roll-ups of the hourly usage rows (reports count the hours not rolled up live).
 QP_USAGE_ROLLUP_SECONDS = envint("QP_USAGE_ROLLUP_SECONDS", 300)
 QP_ESTIMATE_MAX_WAITING = envint("QP_ESTIMATE_MAX_WAITING", 5000)

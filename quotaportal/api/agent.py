@@ -10,6 +10,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 from rest_framework.exceptions import AuthenticationFailed
@@ -17,8 +18,10 @@ from rest_framework.permissions import BasePermission
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from quotaportal.api.parsers import BytesParser
 from quotaportal.hosts import services
 from quotaportal.hosts.models import AgentToken
+from quotaportal.quotas.services.output import OutputGap
 
 MAX_REPORTS = 256
 MAX_REPORT_AGE = 7 * 86_400.0  # an agent caps what it sends at this (reporter.MAX_AGE)
@@ -182,6 +185,47 @@ class ReportsView(AgentView):
         # A stale report is refused alone; the others still count.
         results = [{"ok": True} if e is None else {"ok": False, "detail": e} for e in batch.errors]
         return Response({"results": results, **(batch.work or {})})
+
+
+class OutputQuerySerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=128)
+    placement = serializers.IntegerField(min_value=1)
+    offset = serializers.IntegerField(min_value=0, help_text="of the body's first byte")
+    final = serializers.BooleanField(
+        default=False, help_text="the rank ended and nothing follows this chunk"
+    )
+
+
+MAX_OUTPUT_CHUNK = 1024 * 1024
+
+
+class OutputView(AgentView):
+    """A chunk of a rank's whole output: the body is its raw bytes (at most 1 MiB), the query
+    says where it starts. The answer's `next_offset` is where the next chunk starts; a chunk
+    past what is stored gets 409 with the offset to send from; `full` says to send no more
+    (the rank's output reached QP_OUTPUT_MAX_BYTES)."""
+
+    parser_classes = [BytesParser]
+    serializer_class = OutputQuerySerializer
+
+    @extend_schema(
+        request={"application/octet-stream": {"type": "string", "format": "binary"}},
+        parameters=[OutputQuerySerializer],
+    )
+    def post(self, request):
+        query = OutputQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        data = request.data if isinstance(request.data, bytes) else b""
+        if len(data) > MAX_OUTPUT_CHUNK:
+            raise serializers.ValidationError({"body": f"at most {MAX_OUTPUT_CHUNK} bytes"})
+        args = query.validated_data
+        try:
+            stored = services.ship_output(
+                request.auth, args["name"], args["placement"], args["offset"], data, args["final"]
+            )
+        except OutputGap as gap:
+            return Response({"detail": gap.message, "next_offset": gap.expected}, status=409)
+        return Response({"next_offset": stored.next_offset, "full": stored.full})
 
 
 class AgentTokenScheme(OpenApiAuthenticationExtension):

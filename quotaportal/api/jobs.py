@@ -3,13 +3,18 @@ and the viewset, with the job filters the web pages share (quotaportal.web)."""
 
 from __future__ import annotations
 
+import json
+import re
 import threading
 
+from django.http import HttpResponse
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import PermissionDenied
+from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.response import Response
 
 from quotaportal.api.common import NamedRef, no_nul_characters
@@ -23,7 +28,9 @@ from quotaportal.quotas.models import (
     JobStatus,
 )
 from quotaportal.quotas.permissions import can_read_output
-from quotaportal.quotas.services.jobs import MAX_BATCH, MAX_COMMAND_BYTES, MAX_TAG_VALUE
+from quotaportal.quotas.services.job_fields import AFTER_KINDS, MAX_COMMAND_BYTES, MAX_TAG_VALUE
+from quotaportal.quotas.services.jobs import MAX_BATCH
+from quotaportal.quotas.services.output import READ_LIMIT, read_output
 from scheduler.simulate.estimate import ASSUMPTION
 
 
@@ -75,6 +82,21 @@ class AttemptSerializer(serializers.ModelSerializer):
         ]
 
 
+class DependencySerializer(serializers.Serializer):
+    job_id = serializers.UUIDField(help_text="a job of your teams, submitted before this one")
+    type = serializers.ChoiceField(
+        choices=AFTER_KINDS,
+        default="afterok",
+        help_text="afterok: it succeeded; afternotok: it failed; afterany: it ended",
+    )
+
+
+class ArrayRefSerializer(serializers.Serializer):
+    id = serializers.UUIDField(source="array_id")
+    name = serializers.CharField(source="array.name")
+    index = serializers.IntegerField(source="array_index")
+
+
 class EvaluateOnExitSerializer(serializers.Serializer):
     action = serializers.ChoiceField(choices=["RETRY", "EXIT"])
     on_status_reason = serializers.CharField(max_length=512, required=False)
@@ -96,6 +118,7 @@ JOB_INPUT_FIELDS = [
     "simulated_duration_seconds",
     "client_token",
     "tags",
+    "depends_on",
 ]
 
 
@@ -117,6 +140,7 @@ JOB_STATE_FIELDS = [
     "started_at",
     "stopped_at",
     "is_terminated",
+    "array",
     "aws",
 ]
 
@@ -150,6 +174,17 @@ class JobSerializer(serializers.ModelSerializer):
     )
     service_request_payload = serializers.JSONField(
         required=False, allow_null=True, validators=[no_nul_characters]
+    )
+    depends_on = DependencySerializer(
+        many=True,
+        required=False,
+        help_text=(
+            "Jobs this one waits for: it stays PENDING, in no plan, until each has ended as "
+            "its type asks, and fails when one ended the other way."
+        ),
+    )
+    array = serializers.SerializerMethodField(
+        help_text="The job array it belongs to ({id, name, index}); null for a single job."
     )
     # As AWS shows it: a preempted job whose ranks still stop is RUNNING (Job.shown_status).
     status = serializers.ChoiceField(
@@ -215,6 +250,10 @@ class JobSerializer(serializers.ModelSerializer):
     def get_position_in_queue(self, job) -> int | None:
         return self._position(job, 1)
 
+    @extend_schema_field(ArrayRefSerializer(allow_null=True))
+    def get_array(self, job):
+        return None if job.array_id is None else ArrayRefSerializer(job).data
+
     @extend_schema_field(OpenApiTypes.OBJECT)
     def get_aws(self, job):
         if job.job_queue.service_environment.backend != Backend.AWS_BATCH:
@@ -276,15 +315,21 @@ class SubmissionSerializer(JobSerializer):
 _per_thread = threading.local()
 
 
-def submission(raw) -> dict:
-    """One submit's fields, checked (ValidationError naming each field otherwise), in the form
-    services.submit_job takes, the queue by name."""
-    checker = getattr(_per_thread, "checker", None)
-    if checker is None:
-        checker = _per_thread.checker = SubmissionSerializer()
+def submission(raw, kind: type[SubmissionSerializer] = SubmissionSerializer) -> dict:
+    """One submit's fields, checked by `kind` (ValidationError naming each field otherwise),
+    in the form services.submit_job takes, the queue by name."""
+    checkers = getattr(_per_thread, "checkers", None)
+    if checkers is None:
+        checkers = _per_thread.checkers = {}
+    if (checker := checkers.get(kind)) is None:
+        checker = checkers[kind] = kind()
     data = dict(checker.run_validation(raw))
     data["quota_share"] = data.pop("share_name")
     data["capacity_unit"] = data.pop("capacity_unit")["name"]
+    if "depends_on" in data:
+        data["depends_on"] = [
+            {"job_id": str(d["job_id"]), "type": d["type"]} for d in data["depends_on"]
+        ]
     return data
 
 
@@ -315,6 +360,46 @@ class TerminateSerializer(serializers.Serializer):
     reason = serializers.CharField(max_length=1024, default="Terminated by user")
 
 
+class LogQuerySerializer(serializers.Serializer):
+    rank = serializers.IntegerField(min_value=0, default=0)
+    attempt = serializers.IntegerField(
+        min_value=1, required=False, help_text="its number; the latest by default"
+    )
+    offset = serializers.IntegerField(
+        min_value=0, default=0, help_text="the first byte to read (or a Range: bytes=N- header)"
+    )
+    limit = serializers.IntegerField(min_value=1, max_value=READ_LIMIT, default=READ_LIMIT)
+
+
+class OutputRenderer(BaseRenderer):
+    """The raw bytes of a job's output; an error as JSON text."""
+
+    media_type = "text/plain"
+    format = "txt"
+    charset = "utf-8"
+
+    def render(self, data, accepted_media_type=None, renderer_context=None):
+        return data if isinstance(data, bytes) else json.dumps(data).encode()
+
+
+RANGE = re.compile(r"^bytes=(\d+)-(\d*)$")
+
+
+def _range(request, query: dict) -> tuple[int, int, bool]:
+    """(offset, limit, asked by a Range header)."""
+    header = request.headers.get("Range", "")
+    if not header:
+        return query["offset"], query["limit"], False
+    match = RANGE.match(header.strip())
+    if match is None:
+        raise serializers.ValidationError({"Range": "only one range, as bytes=START- or START-END"})
+    start, end = int(match[1]), match[2]
+    if end and int(end) < start:
+        raise serializers.ValidationError({"Range": "the range ends before it starts"})
+    limit = min(READ_LIMIT, int(end) - start + 1) if end else query["limit"]
+    return start, limit, True
+
+
 class JobViewSet(
     mixins.ListModelMixin,
     mixins.RetrieveModelMixin,
@@ -330,7 +415,7 @@ class JobViewSet(
     def get_queryset(self):
         jobs = (
             selectors.visible_jobs(self.request.user)
-            .select_related("remote")
+            .select_related("remote", "array")
             .prefetch_related("attempts__host", "attempts__placements__host", "attempts__slurm")
         )
         return jobs.order_by("-created_at", "id")
@@ -403,6 +488,48 @@ class JobViewSet(
         serializer.is_valid(raise_exception=True)
         services.set_priority(request.user, job, serializer.validated_data["scheduling_priority"])
         return Response(self.get_serializer(self.get_object()).data)
+
+    @extend_schema(
+        parameters=[LogQuerySerializer],
+        responses={
+            (200, "text/plain"): OpenApiTypes.BINARY,
+            (206, "text/plain"): OpenApiTypes.BINARY,
+        },
+    )
+    @action(detail=True, methods=["get"], renderer_classes=[JSONRenderer, OutputRenderer])
+    def logs(self, request, pk=None):
+        """The job's whole output, one rank of one attempt, from a byte offset: up to 1 MiB
+        of raw bytes. Headers: X-QP-Next-Offset (where to read on), X-QP-Complete (true once
+        nothing will follow), X-QP-Size (stored so far), X-QP-Attempt and X-QP-Ranks. A
+        `Range: bytes=N-` header reads the same way and answers 206 with Content-Range.
+        Follow a running job by reading again from X-QP-Next-Offset until X-QP-Complete."""
+        job = self.get_object()
+        if not can_read_output(request.user, job):
+            raise PermissionDenied("a job's output is for its team, its submitter and admins")
+        query = LogQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        offset, limit, ranged = _range(request, query.validated_data)
+        read = read_output(
+            job,
+            attempt=query.validated_data.get("attempt"),
+            rank=query.validated_data["rank"],
+            offset=offset,
+            limit=limit,
+        )
+        response = HttpResponse(
+            read.data, content_type="text/plain; charset=utf-8", status=206 if ranged else 200
+        )
+        response["X-QP-Next-Offset"] = str(read.next_offset)
+        response["X-QP-Complete"] = "true" if read.complete else "false"
+        response["X-QP-Size"] = str(read.size)
+        response["X-QP-Attempt"] = "" if read.attempt is None else str(read.attempt)
+        response["X-QP-Ranks"] = ",".join(map(str, read.ranks))
+        response["Cache-Control"] = "no-store"
+        if ranged:
+            total = str(read.size) if read.complete else "*"
+            last = max(read.offset, read.next_offset - 1)
+            response["Content-Range"] = f"bytes {read.offset}-{last}/{total}"
+        return response
 
     @extend_schema(request=TerminateSerializer, responses=JobSerializer)
     @action(detail=True, methods=["post"])

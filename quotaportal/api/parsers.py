@@ -9,7 +9,7 @@ get a 400 that says what to fix instead of failing deep in a view or a query.
 from __future__ import annotations
 
 from rest_framework.exceptions import ParseError
-from rest_framework.parsers import JSONParser
+from rest_framework.parsers import BaseParser, JSONParser
 
 from quotaportal.infra.bodies import TOO_DEEP, too_deep, unstorable_text
 
@@ -33,3 +33,12 @@ def _kind(data) -> str:
     return {type(None): "null", bool: "a boolean", list: "a list", str: "a string"}.get(
         type(data), "a number"
     )
+
+
+class BytesParser(BaseParser):
+    """A body of raw bytes (a chunk of a job's output), given to the view as they came."""
+
+    media_type = "application/octet-stream"
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        return stream.read() if stream is not None else b""

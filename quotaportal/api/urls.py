@@ -5,6 +5,7 @@ from rest_framework.routers import DefaultRouter
 
 from quotaportal.api import (
     agent,
+    arrays,
     configuration,
     environments,
     hosts,
@@ -28,6 +29,7 @@ router.register(
 router.register("job-queues", queues.JobQueueViewSet, basename="job-queue")
 router.register("quota-shares", shares.QuotaShareViewSet, basename="quota-share")
 router.register("jobs", jobs.JobViewSet, basename="job")
+router.register("job-arrays", arrays.JobArrayViewSet, basename="job-array")
 router.register("hosts", hosts.HostViewSet, basename="host")
 router.register("agent-tokens", hosts.AgentTokenViewSet, basename="agent-token")
 router.register("webhooks", webhooks.WebhookViewSet, basename="webhook")
@@ -38,6 +40,7 @@ urlpatterns = [
     path("agent/heartbeat/", agent.HeartbeatView.as_view(), name="agent-heartbeat"),
     path("agent/report/", agent.ReportView.as_view(), name="agent-report"),
     path("agent/reports/", agent.ReportsView.as_view(), name="agent-reports"),
+    path("agent/output/", agent.OutputView.as_view(), name="agent-output"),
     path("usage/", usage.UsageView.as_view(), name="usage-api"),
     *router.urls,
 ]

@@ -39,6 +39,7 @@ class JobFilter(django_filters.FilterSet):
     name = django_filters.CharFilter(field_name="name", lookup_expr="icontains", label="Name")
     user = django_filters.CharFilter(field_name="submitted_by__username", label="Submitted by")
     mine = django_filters.CharFilter(method="only_my_teams", label="Only my teams' jobs")
+    array = django_filters.UUIDFilter(field_name="array_id", label="Array")
     sort = django_filters.OrderingFilter(
         fields=(
             ("created_at", "submitted"),

@@ -8,6 +8,7 @@ import pytest
 
 from quotaportal.quotas import services
 from quotaportal.quotas.models import Job
+from quotaportal.quotas.services.output import read_output
 from quotaportal.quotas.ticking.run import run_tick
 from quotaportal.slurm.models import SlurmCluster, SlurmJob, SlurmState
 from quotaportal.slurm.services import config
@@ -45,6 +46,23 @@ def test_a_job_that_exits_3_fails_with_its_code_and_its_output(portal, cluster):
     assert (slurm_job.state, slurm_job.exit_code) == ("FAILED", 3)
     assert slurm_job.output_path.endswith(f"quotaportal-{slurm_job.slurm_job_id}.out")
     assert "about to fail" in slurm_job.output_tail
+
+
+def test_a_jobs_whole_output_is_kept_not_only_its_tail(portal, cluster):
+    # (Larger outputs at full speed trip srun's own I/O forwarding in the test cluster, where
+    # every slurmd shares one machine: Slurm's words then end the file.)
+    job = submit(portal, "chatty", command="seq 1 20000")
+    portal.ticks_until(
+        lambda: read_output(Job.objects.get(pk=job.pk), offset=10**9).complete,
+        what="the whole output to be stored",
+    )
+    found, offset = bytearray(), 0
+    while read := read_output(Job.objects.get(pk=job.pk), offset=offset).data:
+        found += read
+        offset += len(read)
+    expected = b"".join(b"%d\n" % i for i in range(1, 20001))
+    at = next((i for i, (a, b) in enumerate(zip(found, expected, strict=False)) if a != b), None)
+    assert bytes(found) == expected, bytes(found[at - 100 : at + 300]) if at else len(found)
 
 
 def test_a_successful_job_gets_the_ranks_environment_and_none_of_the_portals(

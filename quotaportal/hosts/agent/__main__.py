@@ -20,6 +20,7 @@ from quotaportal.hosts.agent.client import AgentError, AuthError, Client, Unreac
 from quotaportal.hosts.agent.containment import ContainmentError, Limits, parse_size
 from quotaportal.hosts.agent.gpus import detect_gpus
 from quotaportal.hosts.agent.runner import ENV_ALLOWLIST, JobUser
+from quotaportal.hosts.agent.shipper import DEFAULT_SPACE
 
 TOKEN_VARIABLE = "QP_AGENT_TOKEN"
 
@@ -90,6 +91,15 @@ def _job_options(parser) -> None:
         metavar="NAME",
         help="also give jobs this variable of the agent's environment "
         f"(always given: {', '.join(ENV_ALLOWLIST)})",
+    )
+    parser.add_argument(
+        "--output-space",
+        type=_size,
+        default=DEFAULT_SPACE,
+        metavar="SIZE",
+        help="disk the jobs' output not yet sent to the portal may take, e.g. 2G (default); "
+        "what was sent is freed at once. Beyond it, while the portal cannot be reached, the "
+        "oldest unsent output is dropped, and the job's output says so",
     )
     parser.add_argument(
         "--mem-per-gpu",
@@ -213,6 +223,7 @@ def main(argv: list[str] | None = None) -> int:
             user=user,
             pass_env=tuple(args.pass_env),
             limits=Limits(args.mem_per_gpu, args.cpus_per_gpu),
+            output_space=args.output_space,
         )
     except ContainmentError as err:
         print(f"error: {err}", file=sys.stderr)

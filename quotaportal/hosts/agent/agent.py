@@ -27,6 +27,7 @@ from quotaportal.hosts.agent import containment
 from quotaportal.hosts.agent.client import AgentError, AuthError, Client, Unreachable
 from quotaportal.hosts.agent.reporter import Reporter
 from quotaportal.hosts.agent.runner import JobUser, RunningJob, StartFailed, kill_group
+from quotaportal.hosts.agent.shipper import DEFAULT_SPACE, Shipper
 from quotaportal.hosts.agent.spawner import Spawner
 
 log = logging.getLogger("quotaportal-agent")
@@ -114,6 +115,7 @@ class Agent:
         user: JobUser | None = None,
         pass_env: tuple[str, ...] = (),
         limits: containment.Limits | None = None,
+        output_space: int = DEFAULT_SPACE,
     ):
         self.client = client
         self.name = name
@@ -129,6 +131,7 @@ class Agent:
         self.finished: set[int] = set()
         self.inbox = Inbox()
         self.reporter = Reporter(client, name, on_work=lambda work: self.inbox.put(WORK, work))
+        self.shipper = Shipper(client, name, output_space)  # each rank's whole output
         self.lease = DEFAULT_LEASE
         self.version = ""  # of the placements last heard; a long-poll waits for another
         self.desired: list[dict] = []  # what the server last said should run here
@@ -207,6 +210,8 @@ class Agent:
             self.shutdown()
             self.reporter.drain(timeout=2.0)  # the exits of the jobs just stopped
             self.reporter.close()
+            self.shipper.close(timeout=2.0)
+            self.save_state()  # where each rank's output was shipped to
 
     def take(self, answer: dict) -> None:
         """Run what an answer says should run here, merged with what earlier ones said."""
@@ -319,6 +324,7 @@ class Agent:
             self.send(placement, "exited", None, "", str(err))
             return
         self.running[placement] = job
+        self.shipper.follow(placement, job.log_path)
         self.state_changed = True
         log.info(
             "started job %s rank %s on GPUs %s", spec["job_id"], spec["rank"], spec["gpu_indices"]
@@ -341,6 +347,7 @@ class Agent:
             log.info("job %s rank %s exited with %s", job.spec["job_id"], job.spec["rank"], code)
             reason = LEASE_LOST if job.lease_lost else ""
             self.send(placement, "exited", code, job.output_tail(), reason)
+            self.shipper.ended(placement)
         return exited
 
     def share_output(self, placement: int, job: RunningJob) -> None:
@@ -410,13 +417,15 @@ class Agent:
             for p, j in self.running.items()
         ]
         temporary = self.state_path.with_suffix(".tmp")
-        temporary.write_text(json.dumps({"jobs": jobs}))
+        temporary.write_text(json.dumps({"jobs": jobs, "output": self.shipper.saved()}))
         os.replace(temporary, self.state_path)  # never a half-written file after a crash
 
     def stop_orphans(self) -> int:
         """Stop the jobs an earlier agent in this work dir left running; how many there were."""
         try:
-            saved = json.loads(self.state_path.read_text())["jobs"]
+            state = json.loads(self.state_path.read_text())
+            saved = state["jobs"]
+            self.shipper.restore(state.get("output") or {})
         except (OSError, ValueError, KeyError, TypeError):
             saved = []
         own = {j.process.pid for j in self.running.values()}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.client
 import json
 import urllib.error
+import urllib.parse
 import urllib.request
 
 
@@ -14,6 +15,14 @@ class AgentError(Exception):
 
 class AuthError(AgentError):
     """The token is wrong or revoked."""
+
+
+class Gap(AgentError):
+    """The portal stores a rank's output up to `expected`: send from there."""
+
+    def __init__(self, expected: int):
+        super().__init__(f"the portal expects output from byte {expected}")
+        self.expected = expected
 
 
 class Unreachable(Exception):
@@ -27,19 +36,25 @@ class Client:
         self.timeout = timeout
 
     def post(self, path: str, body: dict, timeout: float | None = None) -> dict:
+        return self._send(path, json.dumps(body).encode(), "application/json", timeout)
+
+    def _send(self, path: str, data: bytes, content_type: str, timeout: float | None) -> dict:
         request = urllib.request.Request(
             self.base + path,
-            data=json.dumps(body).encode(),
+            data=data,
             method="POST",
-            headers={"Content-Type": "application/json", "Authorization": f"Agent {self.token}"},
+            headers={"Content-Type": content_type, "Authorization": f"Agent {self.token}"},
         )
         try:
             with urllib.request.urlopen(request, timeout=timeout or self.timeout) as response:
                 return json.loads(response.read() or b"{}")
         except urllib.error.HTTPError as err:
-            detail = _detail(err)
+            body = _body(err)
+            detail = _detail(err.code, body)
             if err.code in (401, 403):
                 raise AuthError(detail) from None
+            if err.code == 409 and isinstance(body.get("next_offset"), int):
+                raise Gap(body["next_offset"]) from None
             if 400 <= err.code < 500:
                 raise AgentError(detail) from None
             raise Unreachable(f"server error {err.code}: {detail}") from None
@@ -47,6 +62,14 @@ class Client:
             # A connection cut mid-answer (IncompleteRead, BadStatusLine) is the network's
             # failure too, never a reason for the agent to stop.
             raise Unreachable(str(getattr(err, "reason", err)) or type(err).__name__) from None
+
+    def post_output(self, name: str, placement: int, offset: int, data: bytes, final: bool) -> dict:
+        """A chunk of a rank's output at `offset`: {"next_offset", "full"}; Gap when the
+        portal expects another offset."""
+        query = urllib.parse.urlencode(
+            {"name": name, "placement": placement, "offset": offset, "final": final}
+        )
+        return self._send(f"output/?{query}", data, "application/octet-stream", None)
 
     def register(self, name: str, capacity_unit: str, gpus: list[int], address: str) -> dict:
         return self.post(
@@ -103,11 +126,15 @@ class Client:
         return self.post("reports/", {"name": name, "reports": reports})
 
 
-def _detail(err: urllib.error.HTTPError) -> str:
+def _body(err: urllib.error.HTTPError) -> dict:
     try:
         body = json.loads(err.read() or b"{}")
     except ValueError:
-        return f"HTTP {err.code}"
-    if isinstance(body, dict):
-        return "; ".join(f"{k}: {v}" if k != "detail" else str(v) for k, v in body.items())
-    return str(body)
+        return {}
+    return body if isinstance(body, dict) else {"detail": body}
+
+
+def _detail(code: int, body: dict) -> str:
+    if not body:
+        return f"HTTP {code}"
+    return "; ".join(f"{k}: {v}" if k != "detail" else str(v) for k, v in body.items())

@@ -19,7 +19,7 @@ from quotaportal.hosts.services.fleet import (
     release_host,
     set_host_state,
 )
-from quotaportal.hosts.services.reports import report, report_many
+from quotaportal.hosts.services.reports import report, report_many, ship_output
 from quotaportal.hosts.services.tokens import (
     agent_tokens,
     check_host_name,
@@ -44,6 +44,7 @@ __all__ = [
     "release_host",
     "report",
     "report_many",
+    "ship_output",
     "revoke_agent_token",
     "set_host_state",
     "token_for",

@@ -25,13 +25,14 @@ from quotaportal.hosts.services.fleet import record_preemptions_over, wake_held_
 from quotaportal.infra.bulk import update_objects
 from quotaportal.infra.locks import lock_environment
 from quotaportal.infra.subqueries import per_outer_row
-from quotaportal.quotas.errors import InvalidInput
+from quotaportal.quotas.errors import Forbidden, InvalidInput
 from quotaportal.quotas.models import Job
 from quotaportal.quotas.services.lifecycle import (
     end_attempt,
     mark_started_in_bulk,
     succeed_in_bulk,
 )
+from quotaportal.quotas.services.output import Stored, append_output
 from quotaportal.quotas.ticking import changes
 from quotaportal.quotas.ticking.run import tick_held
 
@@ -288,3 +289,14 @@ def _refusal(host: GpuHost, fields: dict, received: datetime) -> str | None:
 
 def _message(error: dict | None) -> str | None:
     return None if error is None else InvalidInput(error).message
+
+
+def ship_output(
+    token: AgentToken, name: str, placement_id: int, offset: int, data: bytes, final: bool
+) -> Stored:
+    """A chunk of a rank's output from the host that runs it (quotas.services.output)."""
+    host = host_of(token, name)
+    placement = Placement.objects.filter(pk=placement_id, host=host).first()
+    if placement is None:
+        raise Forbidden(f"placement {placement_id} is not on host {name}")
+    return append_output(placement.attempt_id, placement.rank, offset, data, final)

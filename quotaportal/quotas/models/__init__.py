@@ -23,6 +23,7 @@ from quotaportal.quotas.models.jobs import (
     PendingReason,
     shown_status_is,
 )
+from quotaportal.quotas.models.output import OutputChunk
 from quotaportal.quotas.models.resources import (
     ENVIRONMENT_TOO_SMALL,
     INSUFFICIENT_CAPACITY,
@@ -73,6 +74,7 @@ __all__ = [
     "JobStatus",
     "Membership",
     "Ordering",
+    "OutputChunk",
     "PendingReason",
     "QuotaShare",
     "Reservation",

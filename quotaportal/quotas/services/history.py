@@ -1,4 +1,4 @@
-"""Pruning what is kept only for a while: scheduler runs and utilization samples."""
+"""Pruning what is kept only for a while: scheduler runs, utilization samples, jobs' output."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from django.db.models.functions import RowNumber, TruncMinute
 from django.utils import timezone
 
 from quotaportal.quotas.models import SchedulerRun, UtilizationSample
+from quotaportal.quotas.services.output import forget_old_output
 
 # Samples younger than this are all kept (the 15-minute and hour charts draw each change);
 # older ones are thinned to the last of each minute, which is all a day's or a week's chart
@@ -19,7 +20,8 @@ EVERY_SAMPLE_KEPT = timedelta(hours=1)
 
 def prune_history() -> None:
     """Scheduler runs older than QP_HISTORY_HOURS go; utilization samples older than
-    QP_CHART_HOURS go, and those older than an hour are thinned to one a minute."""
+    QP_CHART_HOURS go, and those older than an hour are thinned to one a minute; jobs' output
+    older than QP_OUTPUT_RETENTION_DAYS goes."""
     now = timezone.now()
     SchedulerRun.objects.filter(
         started_at__lt=now - timedelta(hours=settings.QP_HISTORY_HOURS)
@@ -27,6 +29,7 @@ def prune_history() -> None:
     oldest = now - timedelta(hours=settings.QP_CHART_HOURS)
     UtilizationSample.objects.filter(time__lt=oldest).delete()
     thin_samples(oldest, now - EVERY_SAMPLE_KEPT)
+    forget_old_output(now)
 
 
 def thin_samples(since, until) -> int:

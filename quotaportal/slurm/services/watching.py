@@ -36,6 +36,7 @@ from quotaportal.quotas.services.lifecycle import (
     return_unplaced,
     succeed_in_bulk,
 )
+from quotaportal.quotas.services.output import READ_LIMIT, append_output, stored_length
 from quotaportal.slurm import cli
 from quotaportal.slurm.capacity import (
     UnitMap,
@@ -155,6 +156,7 @@ def _alive(cluster, slurm_job: SlurmJob, seen: cli.Job, now, calls, started: dic
     slurm_job.state, slurm_job.reason = seen.state, seen.reason[:255]
     slurm_job.node_list, slurm_job.output_path = seen.node_list[:1024], seen.stdout[:1024]
     slurm_job.output_tail = _tail(cluster, seen.stdout) or slurm_job.output_tail
+    _ship_output(cluster, slurm_job, seen.stdout, final=False)
     if seen.state in RUNNING_STATES and slurm_job.started_at is None:
         slurm_job.started_at = seen.start or now
         if attempt.stopped_at is None:
@@ -195,6 +197,7 @@ def _ended(cluster: SlurmCluster, slurm_job: SlurmJob, seen: cli.Job, now) -> No
     slurm_job.output_path = seen.stdout[:1024] or slurm_job.output_path
     slurm_job.output_tail = _tail(cluster, seen.stdout) or slurm_job.output_tail
     slurm_job.save()
+    _ship_output(cluster, slurm_job, slurm_job.output_path, final=True)
     _attempt_over(slurm_job, ended_at, seen)
 
 
@@ -341,6 +344,30 @@ def _tail(cluster: SlurmCluster, path: str) -> str:
             return handle.read().decode(errors="replace")[-TAIL_CHARS:]
     except OSError:
         return ""
+
+
+SHIP_PER_LOOK = 8 * 1024 * 1024  # bytes of a job's output stored per look, at most
+
+
+def _ship_output(cluster: SlurmCluster, slurm_job: SlurmJob, path: str, final: bool) -> None:
+    """The job's whole output (one file for all its ranks, stored as rank 0), from where the
+    stored copy ends, when the portal's machine can read the file; marked final once the job
+    ended and all of it is stored."""
+    if cluster.ssh_host or not path or path == "/dev/null" or slurm_job.attempt_id is None:
+        return
+    try:
+        with Path(path).open("rb") as handle:
+            offset = stored_length(slurm_job.attempt_id, 0)
+            handle.seek(offset)
+            for _ in range(SHIP_PER_LOOK // READ_LIMIT):
+                data = handle.read(READ_LIMIT)
+                last = len(data) < READ_LIMIT
+                stored = append_output(slurm_job.attempt_id, 0, offset, data, final and last)
+                offset = stored.next_offset
+                if last or stored.full:
+                    return
+    except OSError:
+        return
 
 
 def next_deadline(env, now):
