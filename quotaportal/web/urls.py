@@ -6,6 +6,7 @@ from django.urls import path, reverse_lazy
 from quotaportal.identity import oidc
 from quotaportal.web.views import (
     account,
+    arrays,
     dashboard,
     fleet,
     jobs,
@@ -36,6 +37,10 @@ urlpatterns = [
     path("jobs/<uuid:pk>/", jobs.job_detail, name="job-detail"),
     path("jobs/<uuid:pk>/priority/", jobs.job_priority, name="job-priority"),
     path("jobs/<uuid:pk>/terminate/", jobs.job_terminate, name="job-terminate"),
+    path("arrays/", arrays.array_list, name="array-list"),
+    path("arrays/<uuid:pk>/", arrays.array_detail, name="array-detail"),
+    path("arrays/<uuid:pk>/priority/", arrays.array_priority, name="array-priority"),
+    path("arrays/<uuid:pk>/terminate/", arrays.array_terminate, name="array-terminate"),
     path("shares/", shares.share_list, name="share-list"),
     path("shares/new/", shares.share_edit, name="share-create"),
     path("shares/<int:pk>/edit/", shares.share_edit, name="share-edit"),

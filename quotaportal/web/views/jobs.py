@@ -32,6 +32,11 @@ PLAIN_REASONS = {
     "BEHIND_SHARE_HEAD": "An earlier job of its share waits first (strict ordering).",
     "NO_CAPACITY_LIMIT_FOR_UNIT": "Its share has no limit for this capacity unit: it cannot start.",
 }
+DEPENDENCY_WORDS = {
+    "afterok": "starts once it succeeded",
+    "afternotok": "starts once it failed",
+    "afterany": "starts once it ended",
+}
 SHORT_REASONS = {  # the jobs list's column: the same reasons in a few words
     "WAITING_FOR_CAPACITY": "waiting for capacity",
     "SHARE_AT_LIMIT": "share at its limit",
@@ -134,6 +139,9 @@ def _detail_context(request, job: Job, form: PriorityForm | None = None) -> dict
         "aws": aws,
         "remote": RemoteJob.objects.filter(job=job).first() if aws else None,
         "reason_text": PLAIN_REASONS.get(job.pending_reason, ""),
+        "dependencies": [
+            {**d, "words": DEPENDENCY_WORDS[d["type"]]} for d in selectors.dependencies(job)
+        ],
         "estimate_assumes": estimates.ASSUMPTION,
         "events": describe(job.events.select_related("actor", "share").order_by("time", "id")),
         "attempts": job.attempts.select_related("host", "slurm").prefetch_related(
