@@ -517,14 +517,11 @@ class JobViewSet(
             limit=limit,
         )
         response = HttpResponse(
-            read.data, content_type="text/plain; charset=utf-8", status=206 if ranged else 200
+            read.data,
+            content_type="text/plain; charset=utf-8",
+            status=206 if ranged else 200,
+            headers=read.headers(),
         )
-        response["X-QP-Next-Offset"] = str(read.next_offset)
-        response["X-QP-Complete"] = "true" if read.complete else "false"
-        response["X-QP-Size"] = str(read.size)
-        response["X-QP-Attempt"] = "" if read.attempt is None else str(read.attempt)
-        response["X-QP-Ranks"] = ",".join(map(str, read.ranks))
-        response["Cache-Control"] = "no-store"
         if ranged:
             total = str(read.size) if read.complete else "*"
             last = max(read.offset, read.next_offset - 1)

@@ -128,6 +128,15 @@ class PriorityForm(forms.Form):
     scheduling_priority = forms.IntegerField(min_value=0, max_value=9999)
 
 
+class OutputForm(forms.Form):
+    """Where the job page reads a job's output from (GET /jobs/<id>/output/)."""
+
+    rank = forms.IntegerField(min_value=0, required=False)
+    attempt = forms.IntegerField(min_value=1, required=False)
+    offset = forms.IntegerField(min_value=0, required=False)
+    download = forms.BooleanField(required=False)
+
+
 class TerminateForm(forms.Form):
     reason = forms.CharField(max_length=1024, initial="Terminated by user")
 

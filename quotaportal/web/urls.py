@@ -36,6 +36,7 @@ urlpatterns = [
     path("jobs/new/", jobs.job_submit, name="job-submit"),
     path("jobs/<uuid:pk>/", jobs.job_detail, name="job-detail"),
     path("jobs/<uuid:pk>/priority/", jobs.job_priority, name="job-priority"),
+    path("jobs/<uuid:pk>/output/", jobs.job_output, name="job-output"),
     path("jobs/<uuid:pk>/terminate/", jobs.job_terminate, name="job-terminate"),
     path("arrays/", arrays.array_list, name="array-list"),
     path("arrays/<uuid:pk>/", arrays.array_detail, name="array-detail"),

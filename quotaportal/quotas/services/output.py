@@ -95,6 +95,17 @@ class OutputRead:
     size: int  # what is stored so far
     ranks: list[int]
 
+    def headers(self) -> dict[str, str]:
+        """What a reader needs to read on, as the REST API and the job page answer it."""
+        return {
+            "X-QP-Next-Offset": str(self.next_offset),
+            "X-QP-Complete": "true" if self.complete else "false",
+            "X-QP-Size": str(self.size),
+            "X-QP-Attempt": "" if self.attempt is None else str(self.attempt),
+            "X-QP-Ranks": ",".join(map(str, self.ranks)),
+            "Cache-Control": "no-store",
+        }
+
 
 def read_output(
     job: Job,
@@ -120,6 +131,17 @@ def read_output(
     complete = next_offset >= end and (final or _settled(chosen, chunks, now))
     ranks = sorted(set(chosen.output_chunks.values_list("rank", flat=True))) or [0]
     return OutputRead(chosen.number, rank, offset, next_offset, data, complete, end, ranks)
+
+
+def whole_output(job: Job, *, attempt: int | None = None, rank: int = 0):
+    """Every stored byte of a rank's output, chunk by chunk (a download)."""
+    offset = 0
+    while True:
+        read = read_output(job, attempt=attempt, rank=rank, offset=offset)
+        if not read.data:
+            return
+        yield read.data
+        offset = read.next_offset
 
 
 def _bytes(chunks, offset: int, limit: int) -> bytes:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import HttpResponse, HttpResponseBadRequest, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRefresh
@@ -14,9 +16,15 @@ from quotaportal.quotas.errors import Conflict, Forbidden, InvalidInput
 from quotaportal.quotas.job_filters import JobFilter
 from quotaportal.quotas.models import Backend, Job, JobQueue, JobStatus, QuotaShare
 from quotaportal.quotas.permissions import can_change_job, can_read_output
-from quotaportal.quotas.services import estimates
+from quotaportal.quotas.services import estimates, output
 from quotaportal.web.events import describe
-from quotaportal.web.forms import JobSubmitForm, PriorityForm, TerminateForm, show_service_errors
+from quotaportal.web.forms import (
+    JobSubmitForm,
+    OutputForm,
+    PriorityForm,
+    TerminateForm,
+    show_service_errors,
+)
 from quotaportal.web.views.common import forbid_on, paginate, query_without_page
 
 PLAIN_REASONS = {
@@ -216,3 +224,24 @@ def job_terminate(request, pk):
     else:
         messages.success(request, f"Terminated {job.name}.")
     return HttpResponseClientRefresh() if request.htmx else redirect("job-detail", pk=job.pk)
+
+
+@login_required
+def job_output(request, pk):
+    """The job's whole output for the job page to follow (as GET /api/v1/jobs/{id}/logs/
+    answers), or, with ?download=1, all of it as a file."""
+    job = get_object_or_404(selectors.visible_jobs(request.user), pk=pk)
+    if not can_read_output(request.user, job):
+        raise PermissionDenied("a job's output is for its team, its submitter and admins")
+    form = OutputForm(request.GET)
+    if not form.is_valid():
+        return HttpResponseBadRequest(" ".join(m for ms in form.errors.values() for m in ms))
+    where = {"attempt": form.cleaned_data["attempt"], "rank": form.cleaned_data["rank"] or 0}
+    if form.cleaned_data["download"]:
+        response = StreamingHttpResponse(
+            output.whole_output(job, **where), content_type="text/plain; charset=utf-8"
+        )
+        response["Content-Disposition"] = f'attachment; filename="{job.name}-output.log"'
+        return response
+    read = output.read_output(job, offset=form.cleaned_data["offset"] or 0, **where)
+    return HttpResponse(read.data, content_type="text/plain; charset=utf-8", headers=read.headers())
