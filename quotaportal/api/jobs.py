@@ -28,6 +28,7 @@ from quotaportal.quotas.models import (
     JobStatus,
 )
 from quotaportal.quotas.permissions import can_read_output
+from quotaportal.quotas.reasons import SHORT_REASONS
 from quotaportal.quotas.services.job_fields import AFTER_KINDS, MAX_COMMAND_BYTES, MAX_TAG_VALUE
 from quotaportal.quotas.services.jobs import MAX_BATCH
 from quotaportal.quotas.services.output import READ_LIMIT, read_output
@@ -127,6 +128,7 @@ JOB_STATE_FIELDS = [
     "status",
     "status_reason",
     "pending_reason",
+    "waiting_because",
     "position_in_share",
     "position_in_queue",
     "estimated_start_at",
@@ -182,6 +184,12 @@ class JobSerializer(serializers.ModelSerializer):
             "Jobs this one waits for: it stays PENDING, in no plan, until each has ended as "
             "its type asks, and fails when one ended the other way."
         ),
+    )
+    waiting_because = serializers.SerializerMethodField(
+        help_text=(
+            "While it waits, why, in a few words (pending_reason's words while RUNNABLE, what "
+            "it waits for while PENDING); null otherwise."
+        )
     )
     array = serializers.SerializerMethodField(
         help_text="The job array it belongs to ({id, name, index}); null for a single job."
@@ -249,6 +257,13 @@ class JobSerializer(serializers.ModelSerializer):
 
     def get_position_in_queue(self, job) -> int | None:
         return self._position(job, 1)
+
+    def get_waiting_because(self, job) -> str | None:
+        if job.status == JobStatus.PENDING:
+            return job.status_reason
+        if job.shown_status != JobStatus.RUNNABLE:
+            return None
+        return SHORT_REASONS.get(job.pending_reason, job.pending_reason) or "not planned yet"
 
     @extend_schema_field(ArrayRefSerializer(allow_null=True))
     def get_array(self, job):

@@ -10,6 +10,7 @@ from quotaportal.api import (
     environments,
     hosts,
     jobs,
+    me,
     queues,
     shares,
     tokens,
@@ -42,5 +43,6 @@ urlpatterns = [
     path("agent/reports/", agent.ReportsView.as_view(), name="agent-reports"),
     path("agent/output/", agent.OutputView.as_view(), name="agent-output"),
     path("usage/", usage.UsageView.as_view(), name="usage-api"),
+    path("me/", me.MeView.as_view(), name="me"),
     *router.urls,
 ]

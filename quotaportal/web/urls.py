@@ -56,6 +56,7 @@ urlpatterns = [
     path("environments/<int:pk>/agent-token/", pages.agent_token, name="agent-token"),
     path("audit/", pages.audit_log, name="audit-log"),
     path("account/tokens/", account.api_tokens, name="api-tokens"),
+    path("account/tokens/cli/", account.cli_sign_in, name="cli-sign-in"),
     path("account/tokens/<int:pk>/revoke/", account.api_token_revoke, name="api-token-revoke"),
     path("account/tokens/legacy/revoke/", account.legacy_token_revoke, name="legacy-token-revoke"),
     path("account/aws-keys/", account.aws_keys, name="aws-keys"),

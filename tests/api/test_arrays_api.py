@@ -97,6 +97,7 @@ def test_depends_on_by_rest_waits_then_runs(as_user, fleet):
         "PENDING",
         "Waits for job train-3 to succeed",
     )
+    assert shown["waiting_because"] == "Waits for job train-3 to succeed"
     services.finish_job(Job.objects.get(pk=first["id"]), "SUCCEEDED")
     run_tick(fleet.queue.id)
     assert alice.get(f"/api/v1/jobs/{then.json()['id']}/").json()["status"] != "PENDING"

@@ -47,11 +47,13 @@ def wait_until(check, timeout=30.0, what="condition"):
 
 
 class Fleet:
-    def __init__(self, people, live_server, tmp_path, *, grace: int = 5, shares=TWO_SHARES):
+    def __init__(
+        self, people, live_server, tmp_path, *, grace: int = 5, shares=TWO_SHARES, capacity=8
+    ):
         self.env, self.queue = build_queue(
             people.admin,
             unit="gpu1",
-            capacity=8,
+            capacity=capacity,
             backend="LOCAL",
             env_name="local",
             preemption_grace_seconds=grace,

@@ -3,6 +3,9 @@ the SageMaker SDK), and the sign-in page that leads there."""
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
+from django import forms
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
@@ -128,3 +131,35 @@ def aws_key_revoke(request, pk):
     key_services.revoke_access_key(request.user, key)
     messages.success(request, f"Access key {key.access_key_id} revoked: it no longer signs.")
     return redirect("aws-keys")
+
+
+class CliSignInForm(forms.Form):
+    """Where `qp login --browser` waits for its token: a port on this computer's loopback
+    address, the state it must get back, and the computer's name for the token's name."""
+
+    port = forms.IntegerField(min_value=1024, max_value=65535)
+    state = forms.RegexField(regex=r"^[A-Za-z0-9_-]{16,128}$")
+    host = forms.RegexField(regex=r"^[A-Za-z0-9._-]{0,64}$", required=False)
+
+
+CLI_TOKEN_DAYS = 90
+
+
+@never_cache
+@login_required
+def cli_sign_in(request):
+    """`qp login --browser`: once signed in here (by password or the organisation's single
+    sign-on), the person agrees, and the browser takes a new API token back to the qp waiting
+    on this computer's loopback address (never anywhere else)."""
+    form = CliSignInForm(request.POST if request.method == "POST" else request.GET)
+    if not form.is_valid():
+        return render(request, "web/cli_sign_in.html", {"form": form}, status=400)
+    where = form.cleaned_data
+    name = f"qp on {where['host'] or 'a computer'}"
+    if request.method != "POST":
+        return render(request, "web/cli_sign_in.html", {"form": form, "token_name": name})
+    _, key = token_services.create_token(
+        request.user, request.user, name=name, expires_in_days=CLI_TOKEN_DAYS
+    )
+    back = urlencode({"state": where["state"], "token": key})
+    return redirect(f"http://127.0.0.1:{where['port']}/callback?{back}")

@@ -8,7 +8,7 @@ from django.shortcuts import render
 from django.utils import timezone
 
 from quotaportal.quotas import selectors
-from quotaportal.web.views.jobs import SHORT_REASONS
+from quotaportal.quotas.reasons import SHORT_REASONS
 
 REFRESH_SECONDS = 5
 

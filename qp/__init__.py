@@ -1,0 +1,1 @@
+"""qp: quotaportal from a terminal. It talks to the portal's REST API only (`qp --help`)."""

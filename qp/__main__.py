@@ -1,0 +1,3 @@
+from qp.main import main
+
+raise SystemExit(main())
