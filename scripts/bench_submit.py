@@ -6,10 +6,13 @@
 Starts gunicorn (2 threaded workers), a Celery worker and beat on a fresh PostgreSQL database
 `quotaportal_bench` (Redis database 12), one SIMULATED queue of 8 instances. C client threads
 each submit their share of N jobs through POST /api/v1/jobs/ on a kept-alive connection, then
-one client submits N more through POST /api/v1/jobs/batch/ (1,000 a request). Afterwards it
-checks that exactly 2N jobs exist. Prints submits/s and latency percentiles; with --json the
-last line is one JSON object. Slurm's sequential sbatch rate is measured in the same run when
-Slurm answers (../shared/bench/slurm_anchor.sh setup), else slurm_per_s is null.
+one client submits N more through POST /api/v1/jobs/batch/ (1,000 a request), and one array
+of --array children (10,000) in one POST /api/v1/job-arrays/. Afterwards it checks that
+exactly 2N + the array's jobs exist. Beside it, one `sbatch --array` of up to 1,000 (Slurm's
+default MaxArraySize) is timed when Slurm answers. Prints submits/s and latency percentiles;
+with --json the last line is one JSON object. Slurm's sequential sbatch rate is measured in
+the same run when Slurm answers (../shared/bench/slurm_anchor.sh setup), else slurm_per_s is
+null.
 """
 
 from __future__ import annotations
@@ -115,10 +118,29 @@ def batch_submits(url: str, token: str, jobs: int) -> float:
     return round(jobs / (time.perf_counter() - began), 1)
 
 
+def array_submit(url: str, token: str, size: int) -> dict:
+    """One POST /api/v1/job-arrays/ of `size` children: the request's time, per child."""
+    rest = stack.Rest(url, token)
+    began = time.perf_counter()
+    status, answer = rest.call(
+        "POST", "job-arrays/", {**job("sweep"), "array_size": size, "array_max_running": 8}
+    )
+    took = time.perf_counter() - began
+    if status != 201:
+        raise SystemExit(f"array submit failed: {status} {str(answer)[:300]}")
+    return {
+        "array_size": size,
+        "array_s": round(took, 3),
+        "array_us_per_job": round(took / size * 1e6, 1),
+        "array_children": sum(answer["counts"].values()),
+    }
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=3000)
     parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--array", type=int, default=10_000, help="children of one array")
     parser.add_argument("--json", action="store_true", help="last line: one JSON object")
     parser.add_argument("--keep", action="store_true", help="keep the work folder with logs")
     args = parser.parse_args(argv)
@@ -134,6 +156,7 @@ def main(argv=None) -> int:
         figures = {"jobs": args.jobs, "clients": args.clients}
         figures.update(rest_submits(bench.url, token, args.jobs, args.clients))
         figures["batch_jobs_per_s"] = batch_submits(bench.url, token, args.jobs)
+        figures.update(array_submit(bench.url, token, args.array))
         status, listed = stack.Rest(bench.url, admin_token).call("GET", f"jobs/?job_queue={QUEUE}")
         figures["jobs_in_db"] = listed.get("count") if status == 200 else None
     finally:
@@ -142,13 +165,28 @@ def main(argv=None) -> int:
             shutil.rmtree(bench.dir, ignore_errors=True)
     slurm = stack.slurm_figures(min(args.jobs, 500))
     figures["slurm_per_s"] = slurm["submits_per_s"] if slurm else None
-    expected = 2 * args.jobs
-    ok = figures["jobs_in_db"] == expected and figures["non_2xx"] == 0
+    anchor = stack.slurm_array_seconds(min(args.array, 1000))
+    figures["slurm_array_us_per_job"] = (
+        round(anchor / min(args.array, 1000) * 1e6, 1) if anchor is not None else None
+    )
+    expected = 2 * args.jobs + args.array
+    ok = (
+        figures["jobs_in_db"] == expected
+        and figures["non_2xx"] == 0
+        and figures["array_children"] == args.array
+    )
     print(
         f"REST: {figures['submits_per_s']} submits/s at {args.clients} clients "
         f"(p50 {figures['p50_ms']} ms, p95 {figures['p95_ms']} ms, p99 {figures['p99_ms']} ms, "
         f"{figures['non_2xx']} non-2xx); batch: {figures['batch_jobs_per_s']} jobs/s; "
         f"{figures['jobs_in_db']} jobs in the database (expected {expected})"
+    )
+    per_job = 1e6 / figures["batch_jobs_per_s"]
+    print(
+        f"array of {args.array:,}: one request, {figures['array_s']} s, "
+        f"{figures['array_us_per_job']} µs a child (batch submit: {per_job:.0f} µs a job); "
+        f"sbatch --array of {min(args.array, 1000):,}: "
+        + (f"{figures['slurm_array_us_per_job']} µs a child" if anchor is not None else "no Slurm")
     )
     slurm_line = None
     if slurm:

@@ -298,6 +298,35 @@ def slurm_figures(jobs: int) -> dict | None:
     return {"submits_per_s": float(found[1]), "completions_per_s": float(found[2])}
 
 
+def slurm_array_seconds(size: int) -> float | None:
+    """How long one `sbatch --array=0-(size-1)` takes to answer on the Slurm anchor (Slurm's
+    default MaxArraySize allows 1,000 at most), when Slurm answers; None otherwise. The array
+    is cancelled at once: only the submit is timed."""
+    if shutil.which("sbatch") is None:
+        return None
+    command = [
+        "sbatch",
+        "--parsable",
+        f"--array=0-{size - 1}",
+        "--gres=gpu:1",
+        "-n1",
+        "-o",
+        "/dev/null",
+        "--hold",
+        "--wrap=true",
+    ]
+    try:
+        began = time.perf_counter()
+        done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+        took = time.perf_counter() - began
+        if done.returncode:
+            return None
+        subprocess.run(["scancel", done.stdout.strip().split(";")[0]], timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return took
+
+
 def finish(figures: dict, ok: bool, slurm_line: str | None, failure: str, as_json: bool) -> int:
     """The closing lines every benchmark prints: Slurm's figure (or how to get one), a failure
     if the run did not do what it timed, and with --json one JSON object last."""

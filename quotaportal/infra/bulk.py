@@ -103,17 +103,26 @@ def insert_new(objs: list[Model]) -> None:
     quote = connection.ops.quote_name
     columns = ", ".join(quote(field.column) for field in fields)
     sql = f"COPY {quote(model._meta.db_table)} ({columns}) FROM STDIN"
+    real = connection._connections[connection._alias]  # the proxy's lookup, done once
     with (
-        connection.cursor() as cursor,
-        connection.wrap_database_errors,
+        real.cursor() as cursor,
+        real.wrap_database_errors,
         cursor.cursor.copy(sql) as copy,
     ):
+        # Rows made alike (an array's children, a batch's events) share most values: a value
+        # that is the very object the row before had is converted once.
+        last_raw: list = [_UNSET] * len(fields)
+        last_db: list = [None] * len(fields)
         for obj in objs:
-            copy.write_row([_db_value(field, obj) for field in fields])
+            row = []
+            for index, field in enumerate(fields):
+                raw = field.pre_save(obj, True)
+                if raw is not last_raw[index]:
+                    last_raw[index], last_db[index] = raw, field.get_db_prep_save(raw, real)
+                row.append(last_db[index])
+            copy.write_row(row)
     for obj in objs:
-        obj._state.adding, obj._state.db = False, connection.alias
+        obj._state.adding, obj._state.db = False, real.alias
 
 
-def _db_value(field, obj: Model):
-    """The field's value as the database stores it (defaults and auto_now applied)."""
-    return field.get_db_prep_save(field.pre_save(obj, True), connection)
+_UNSET = object()

@@ -24,6 +24,7 @@ class Migration(migrations.Migration):
                 ('size', models.PositiveIntegerField()),
                 ('max_running', models.PositiveIntegerField(blank=True, null=True)),
                 ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
+                ('all_released', models.BooleanField(default=False)),
             ],
             options={
                 'ordering': ['-created_at'],
@@ -69,7 +70,7 @@ class Migration(migrations.Migration):
         ),
         migrations.AddIndex(
             model_name='job',
-            index=models.Index(condition=models.Q(('array__isnull', False)), fields=['array', 'array_index'], name='job_array_children'),
+            index=models.Index(condition=models.Q(('array__isnull', False)), fields=['array', 'status', 'array_index'], name='job_array_children'),
         ),
         migrations.AddConstraint(
             model_name='jobarray',

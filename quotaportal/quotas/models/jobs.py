@@ -72,6 +72,8 @@ class JobArray(models.Model):
     size = models.PositiveIntegerField()
     max_running = models.PositiveIntegerField(null=True, blank=True)  # None: no limit
     created_at = models.DateTimeField(default=timezone.now)
+    # No child is PENDING any more: a tick need not look at it (services.arrays).
+    all_released = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["-created_at"]
@@ -153,7 +155,7 @@ class Job(models.Model):
     # with type afterok, afterany or afternotok (scheduler.dependencies).
     depends_on = models.JSONField(default=list, blank=True)
     # A child of a job array, and its index in it (QP_ARRAY_INDEX in its environment).
-    # No single-column index: job_array_children (array, array_index) serves its lookups.
+    # No single-column index: job_array_children (array, status, array_index) serves them.
     array = models.ForeignKey(
         JobArray,
         on_delete=models.CASCADE,
@@ -189,9 +191,10 @@ class Job(models.Model):
                 condition=Q(preemption_stopping=True),
                 name="job_preemption_stopping",
             ),
-            # An array's children in index order (its counts, its next children to release).
+            # An array's children by status in index order: its counts, and its next PENDING
+            # children to release without passing the thousands that already ran.
             models.Index(
-                fields=["array", "array_index"],
+                fields=["array", "status", "array_index"],
                 condition=Q(array__isnull=False),
                 name="job_array_children",
             ),

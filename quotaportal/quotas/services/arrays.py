@@ -9,8 +9,11 @@ dependencies can no longer be met fails, saying which.
 
 from __future__ import annotations
 
+import uuid
+
 from django.db import transaction
 from django.db.models import Count
+from django.db.models.base import ModelState
 from django.utils import timezone
 
 from quotaportal.infra.bulk import insert_new
@@ -76,32 +79,48 @@ def submit_array(
             max_running=max_running,
             created_at=now,
         )
-        children = [
-            _child(actor, queue, share, unit, fields, fingerprint, now, array, index)
-            for index in range(size)
-        ]
+        children = _children(actor, queue, share, unit, fields, fingerprint, now, array)
         for start in range(0, size, INSERT_BATCH):
             insert_new(children[start : start + INSERT_BATCH])
-        insert_events([_submitted_event(actor, child, now) for child in children])
+        insert_events(_submitted_events(actor, children, now))
         jobs_submitted(queue.pk)
     return array
 
 
-def _child(actor, queue, share, unit, fields, fingerprint, now, array, index) -> Job:
-    child = _new_job(
-        actor,
-        queue,
-        share,
-        unit,
-        {**fields, "name": f"{fields['name']}[{index}]"},
-        fingerprint,
-        now,
-        array=array,
-        array_index=index,
-    )
-    if array.max_running is not None and index >= array.max_running:
-        child.status, child.status_reason = JobStatus.PENDING, ARRAY_FULL
-    return child
+def _children(actor, queue, share, unit, fields, fingerprint, now, array) -> list[Job]:
+    """The array's children: one job built as a submit builds it, copied for each index
+    (building ten thousand models one by one cost more than storing them)."""
+    template = _new_job(actor, queue, share, unit, fields, fingerprint, now, array=array)
+    limit = array.max_running if array.max_running is not None else array.size
+    waits = template.status == JobStatus.PENDING
+    children = []
+    for index in range(array.size):
+        child = _copy(template, id=uuid.uuid4(), name=f"{fields['name']}[{index}]")
+        child.array_index = index
+        if index >= limit and not waits:
+            child.status, child.status_reason = JobStatus.PENDING, ARRAY_FULL
+        children.append(child)
+    return children
+
+
+def _submitted_events(actor, children: list[Job], now) -> list:
+    """Each child's SUBMITTED event, copied from the first of its kind (waiting or not)."""
+    templates, events = {}, []
+    for child in children:
+        if child.status not in templates:
+            templates[child.status] = _submitted_event(actor, child, now)
+        events.append(_copy(templates[child.status], job_id=child.id))
+    return events
+
+
+def _copy(model, **changes):
+    """A new, unsaved copy of a model instance with `changes` (its own state, no caches)."""
+    twin = model.__class__.__new__(model.__class__)
+    twin.__dict__.update(model.__dict__)
+    twin._state = ModelState()
+    for name, value in changes.items():
+        setattr(twin, name, value)
+    return twin
 
 
 def _open_children(array: JobArray):
@@ -158,6 +177,7 @@ def terminate_array(actor, array: JobArray, reason: str, now=None) -> int:
         JobAttempt.objects.filter(job_id__in=ids, stopped_at__isnull=True).update(
             stopped_at=now, status_reason=reason
         )
+        JobArray.objects.filter(pk=array.pk).update(all_released=True)
         insert_events(
             [
                 event_row(
@@ -196,7 +216,7 @@ def release_pending(queue_id: int, now) -> int:
         if not pending.exists():
             break  # the usual case: one small index read
         room = _room(queue_id)
-        waiting = [*_single_jobs(pending), *_array_candidates(pending, room)]
+        waiting = [*_single_jobs(pending), *_array_candidates(room)]
         statuses, names = _dependencies([w for w, _ in waiting])
         result = release([w for w, _ in waiting], statuses, names, room)
         changed += _apply_release(queue_id, result, dict(waiting), now)
@@ -219,40 +239,47 @@ def _single_jobs(pending) -> list[tuple[Waiting, str]]:
     return [(_as_waiting(*row[:4]), row[4]) for row in rows]
 
 
-def _array_candidates(pending, room: dict[str, int]) -> list[tuple[Waiting, str]]:
-    """Per array, only its first pending children in index order, as many as its places
-    free (all when it has no limit): a sweep of 10,000 is not read whole each tick."""
-    found = []
-    arrays = pending.filter(array__isnull=False).values_list("array_id", flat=True).distinct()
-    for array_id in arrays.order_by():
-        children = pending.filter(array_id=array_id).order_by("array_index")
-        if (free := room.get(str(array_id))) is not None:
-            children = children[:free]
-        rows = children.values_list("id", "depends_on", "array_id", "array_index", "status_reason")
+def _array_candidates(room: dict[str, int]) -> list[tuple[Waiting, str]]:
+    """Per array with places free, only its first pending children in index order, as many
+    as there are places: a sweep of 10,000 is not read whole each tick. An array with none
+    left to release is marked so, and not looked at again."""
+    found, done = [], []
+    for array_id, free in room.items():
+        if free <= 0:
+            continue
+        rows = list(
+            Job.objects.filter(array_id=array_id, status=JobStatus.PENDING)
+            .order_by("array_index")
+            .values_list("id", "depends_on", "array_id", "array_index", "status_reason")[:free]
+        )
+        if not rows:
+            done.append(array_id)
         found += [(_as_waiting(*row[:4]), row[4]) for row in rows]
+    if done:
+        JobArray.objects.filter(pk__in=done).update(all_released=True)
     return found
 
 
 def _room(queue_id: int) -> dict[str, int]:
-    """Per array of the queue with a limit and children waiting, how many more of them may
-    be RUNNABLE or running."""
-    limits = dict(
-        JobArray.objects.filter(
-            job_queue_id=queue_id,
-            max_running__isnull=False,
-            children__status=JobStatus.PENDING,
+    """Per array of the queue with children still to release, how many more of them may be
+    RUNNABLE or running (an array without a limit: all of them)."""
+    arrays = dict(
+        JobArray.objects.filter(job_queue_id=queue_id, all_released=False).values_list(
+            "id", "max_running"
         )
-        .distinct()
-        .values_list("id", "max_running")
     )
+    limited = [pk for pk, limit in arrays.items() if limit is not None]
     busy = dict(
-        Job.objects.filter(array_id__in=list(limits), status__in=ACTIVE)
+        Job.objects.filter(array_id__in=limited, status__in=ACTIVE)
         .values("array_id")
         .annotate(n=Count("id"))
         .values_list("array_id", "n")
         .order_by()
     )
-    return {str(pk): max(0, limit - busy.get(pk, 0)) for pk, limit in limits.items()}
+    return {
+        str(pk): MAX_ARRAY if limit is None else max(0, limit - busy.get(pk, 0))
+        for pk, limit in arrays.items()
+    }
 
 
 def _dependencies(waiting: list[Waiting]) -> tuple[dict[str, str], dict[str, str]]:
