@@ -9,18 +9,15 @@ from __future__ import annotations
 
 import functools
 import json
-import shlex
 import socket
 import sys
 import time
-import uuid
-from pathlib import Path
 
 import click
 from rich.console import Console
 from rich.table import Table
 
-from qp import config, directives, login, words
+from qp import config, directives, login, submitting, words
 from qp.client import NOT_FOUND, USAGE, Client, Failure
 
 FOLLOW_PAUSE = 1.0  # between reads of a job's output while it may print more
@@ -131,14 +128,14 @@ def submit(script, args, as_json, **flags):
       qp submit train.sh
       qp submit --instances 2 --array 0-99%10 sweep.sh
       qp submit --share vision -n 1 -- python eval.py --ckpt last.pt"""
-    text, name = _what_to_run(script, args)
+    text, name = submitting.what_to_run(script, args)
     from_script = directives.read(text) if not args and script != "--" else directives.Request()
-    asked = _flags(flags).merged_over(from_script)
+    asked = submitting.from_flags(flags).merged_over(from_script)
     for note in asked.notes:
         err.print(f"note: {note}", markup=False)
     api = client()
     me = api.get("me/")
-    body = _submission(api, me, asked, text, name)
+    body = submitting.submission(api, me, asked, text, name)
     if asked.array:
         body.update(array_size=asked.array.size, array_max_running=asked.array.max_running)
         made = api.post("job-arrays/", body)
@@ -152,111 +149,6 @@ def submit(script, args, as_json, **flags):
         if made["status"] == "PENDING":
             out.print(f"It waits: {made['status_reason']}.", markup=False)
     return made
-
-
-def _what_to_run(script: str | None, args: tuple[str, ...]) -> tuple[str, str]:
-    """(the text to run, a name for it): a script file (or - for standard input), else the
-    words given as a command."""
-    if script is None:
-        raise click.UsageError("give a script, or a command after --: qp submit -- nvidia-smi")
-    if script == "-":
-        return sys.stdin.read(), "stdin"
-    path = Path(script)
-    if path.is_file() and not args:
-        try:
-            return path.read_text(), path.stem
-        except (OSError, UnicodeDecodeError) as error:
-            raise click.UsageError(f"cannot read {script}: {error}") from None
-    if not args and ("/" in script or path.suffix in (".sh", ".bash", ".slurm", ".sbatch")):
-        raise click.UsageError(f"no such script: {script}")
-    return shlex.join([script, *args]), path.name
-
-
-def _flags(flags: dict) -> directives.Request:
-    asked = directives.Request(
-        name=flags["name"],
-        share=flags["share"],
-        queue=flags["queue"],
-        unit=flags["unit"],
-        instances=flags["instances"],
-        priority=flags["priority"],
-        retries=flags["retries"],
-        time_limit=directives.seconds(flags["time_limit"]) if flags["time_limit"] else None,
-        array=directives.array(flags["array_spec"]) if flags["array_spec"] else None,
-        env=[directives.env_pair(pair) for pair in flags["env"]],
-    )
-    for given in flags["after"]:
-        asked.after += directives.after(given)
-    return asked
-
-
-def _submission(api: Client, me: dict, asked, text: str, name: str) -> dict:
-    share = _share(me, asked)
-    unit = asked.unit or _only(share["units"], f"share {share['name']}'s units", "--unit")
-    # A Slurm script reads its index as SLURM_ARRAY_TASK_ID: set from QP_ARRAY_INDEX.
-    command = directives.command_for(text, asked.env, asked.array.ids if asked.array else None)
-    body = {
-        "name": _job_name(asked.name or name),
-        "job_queue": share["job_queue"],
-        "quota_share": share["name"],
-        "capacity_unit": unit,
-        "quantity": asked.instances or 1,
-        "command": command,
-    }
-    if asked.priority is not None:
-        body["scheduling_priority"] = asked.priority
-    if asked.time_limit:
-        body["attempt_duration_seconds"] = asked.time_limit
-    if asked.retries:
-        body["retry_attempts"] = asked.retries
-    if asked.after:
-        body["depends_on"] = [
-            {"job_id": _job_id(api, job), "type": kind} for job, kind in asked.after
-        ]
-    return body
-
-
-def _share(me: dict, asked) -> dict:
-    shares = [s for s in me["shares"] if s["state"] == "ENABLED"]
-    if asked.share:
-        shares = [s for s in shares if s["name"] == asked.share]
-        if not shares:
-            raise Failure(f"you may submit to no ENABLED share named {asked.share}", USAGE)
-    if asked.queue:
-        shares = [s for s in shares if s["job_queue"] == asked.queue]
-    return _only(
-        shares,
-        "shares you may submit to",
-        "--share (and --queue)",
-        shown=lambda s: f"{s['job_queue']}/{s['name']}",
-    )
-
-
-def _only(choices: list, what: str, flag: str, shown=str):
-    if len(choices) == 1:
-        return choices[0]
-    if not choices:
-        raise Failure(f"no {what}: ask an admin", USAGE)
-    listed = ", ".join(shown(c) for c in choices)
-    raise Failure(f"choose one of the {what} with {flag}: {listed}", USAGE)
-
-
-def _job_name(text: str) -> str:
-    cleaned = "".join(c if c.isalnum() or c in "-_" else "-" for c in text)[:120]
-    return cleaned.strip("-") or "job"
-
-
-def _job_id(api: Client, job: str) -> str:
-    """A job's id from its id, or from a name of one of the user's jobs (the newest)."""
-    try:
-        return str(uuid.UUID(job))
-    except ValueError:
-        pass
-    me = api.get("me/")["username"]
-    found = [j for j in api.get("jobs/", name=job, user=me)["results"] if j["name"] == job]
-    if not found:
-        raise Failure(f"no job of yours named {job}", NOT_FOUND)
-    return found[0]["id"]
 
 
 # -- jobs, show ----------------------------------------------------------------------------
@@ -352,7 +244,7 @@ def show(job, as_json):
 
 
 def _job_or_array(api: Client, job: str) -> tuple[str, dict]:
-    job_id = _job_id(api, job)
+    job_id = submitting.job_id(api, job)
     try:
         return "job", api.get(f"jobs/{job_id}/")
     except Failure as failure:
@@ -378,7 +270,7 @@ def _job_or_array(api: Client, job: str) -> tuple[str, dict]:
 def logs(job, follow, rank, attempt, as_json):
     """A job's whole output (like tail -f slurm-123.out with -f)."""
     api = client()
-    job_id = _job_id(api, job)
+    job_id = submitting.job_id(api, job)
     offset, said = 0, 0.0
     stdout = sys.stdout.buffer
     while True:

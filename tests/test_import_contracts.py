@@ -92,7 +92,7 @@ def test_no_module_is_over_500_lines(repo):
     """Rooms an engineer can take in: a module that grows past this splits along its seams."""
     long = [
         f"{path.relative_to(repo)}: {lines} lines"
-        for folder in ("quotaportal", "scheduler", "scripts")
+        for folder in ("quotaportal", "scheduler", "scripts", "qp")
         for path in (repo / folder).rglob("*.py")
         if "migrations" not in path.parts and (lines := len(path.read_text().splitlines())) > 500
     ]

@@ -3,20 +3,17 @@ and the viewset, with the job filters the web pages share (quotaportal.web)."""
 
 from __future__ import annotations
 
-import json
-import re
 import threading
 
-from django.http import HttpResponse
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import PermissionDenied
-from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 
+from quotaportal.api import job_logs
 from quotaportal.api.common import NamedRef, no_nul_characters
 from quotaportal.quotas import selectors, services
 from quotaportal.quotas.job_filters import JobFilter
@@ -31,7 +28,6 @@ from quotaportal.quotas.permissions import can_read_output
 from quotaportal.quotas.reasons import SHORT_REASONS
 from quotaportal.quotas.services.job_fields import AFTER_KINDS, MAX_COMMAND_BYTES, MAX_TAG_VALUE
 from quotaportal.quotas.services.jobs import MAX_BATCH
-from quotaportal.quotas.services.output import READ_LIMIT, read_output
 from scheduler.simulate.estimate import ASSUMPTION
 
 
@@ -375,46 +371,6 @@ class TerminateSerializer(serializers.Serializer):
     reason = serializers.CharField(max_length=1024, default="Terminated by user")
 
 
-class LogQuerySerializer(serializers.Serializer):
-    rank = serializers.IntegerField(min_value=0, default=0)
-    attempt = serializers.IntegerField(
-        min_value=1, required=False, help_text="its number; the latest by default"
-    )
-    offset = serializers.IntegerField(
-        min_value=0, default=0, help_text="the first byte to read (or a Range: bytes=N- header)"
-    )
-    limit = serializers.IntegerField(min_value=1, max_value=READ_LIMIT, default=READ_LIMIT)
-
-
-class OutputRenderer(BaseRenderer):
-    """The raw bytes of a job's output; an error as JSON text."""
-
-    media_type = "text/plain"
-    format = "txt"
-    charset = "utf-8"
-
-    def render(self, data, accepted_media_type=None, renderer_context=None):
-        return data if isinstance(data, bytes) else json.dumps(data).encode()
-
-
-RANGE = re.compile(r"^bytes=(\d+)-(\d*)$")
-
-
-def _range(request, query: dict) -> tuple[int, int, bool]:
-    """(offset, limit, asked by a Range header)."""
-    header = request.headers.get("Range", "")
-    if not header:
-        return query["offset"], query["limit"], False
-    match = RANGE.match(header.strip())
-    if match is None:
-        raise serializers.ValidationError({"Range": "only one range, as bytes=START- or START-END"})
-    start, end = int(match[1]), match[2]
-    if end and int(end) < start:
-        raise serializers.ValidationError({"Range": "the range ends before it starts"})
-    limit = min(READ_LIMIT, int(end) - start + 1) if end else query["limit"]
-    return start, limit, True
-
-
 class JobViewSet(
     mixins.ListModelMixin,
     mixins.RetrieveModelMixin,
@@ -505,43 +461,20 @@ class JobViewSet(
         return Response(self.get_serializer(self.get_object()).data)
 
     @extend_schema(
-        parameters=[LogQuerySerializer],
+        parameters=[job_logs.LogQuerySerializer],
         responses={
             (200, "text/plain"): OpenApiTypes.BINARY,
             (206, "text/plain"): OpenApiTypes.BINARY,
         },
     )
-    @action(detail=True, methods=["get"], renderer_classes=[JSONRenderer, OutputRenderer])
+    @action(detail=True, methods=["get"], renderer_classes=[JSONRenderer, job_logs.OutputRenderer])
     def logs(self, request, pk=None):
         """The job's whole output, one rank of one attempt, from a byte offset: up to 1 MiB
         of raw bytes. Headers: X-QP-Next-Offset (where to read on), X-QP-Complete (true once
         nothing will follow), X-QP-Size (stored so far), X-QP-Attempt and X-QP-Ranks. A
         `Range: bytes=N-` header reads the same way and answers 206 with Content-Range.
         Follow a running job by reading again from X-QP-Next-Offset until X-QP-Complete."""
-        job = self.get_object()
-        if not can_read_output(request.user, job):
-            raise PermissionDenied("a job's output is for its team, its submitter and admins")
-        query = LogQuerySerializer(data=request.query_params)
-        query.is_valid(raise_exception=True)
-        offset, limit, ranged = _range(request, query.validated_data)
-        read = read_output(
-            job,
-            attempt=query.validated_data.get("attempt"),
-            rank=query.validated_data["rank"],
-            offset=offset,
-            limit=limit,
-        )
-        response = HttpResponse(
-            read.data,
-            content_type="text/plain; charset=utf-8",
-            status=206 if ranged else 200,
-            headers=read.headers(),
-        )
-        if ranged:
-            total = str(read.size) if read.complete else "*"
-            last = max(read.offset, read.next_offset - 1)
-            response["Content-Range"] = f"bytes {read.offset}-{last}/{total}"
-        return response
+        return job_logs.answer(request, self.get_object())
 
     @extend_schema(request=TerminateSerializer, responses=JobSerializer)
     @action(detail=True, methods=["post"])
