@@ -144,6 +144,10 @@ class Snapshot:
     more_waiting: frozenset[str] = frozenset()
     # ... and these are some of them (jobs not explained yet), to be explained, never planned.
     beyond: tuple[Job, ...] = ()
+    # With a fair-share policy (scheduler.fairshare): each share's standing, its decayed past
+    # use over its weight. Borrowing goes to the lowest first; a lender takes back from the
+    # highest first. None: no policy, the plan is today's.
+    fair_standing: Mapping[str, float] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -103,6 +103,7 @@ class _Tick:
         self.fit_to = snapshot.fit_to
         self.victim_shares: set[str] = set()  # shares that lost jobs since step 1 last looked
         self.beyond = snapshot.beyond
+        self.standing = snapshot.fair_standing
         for job in self.beyond:
             if job.share not in self.shares:
                 raise ValueError(f"job {job.id} names unknown share {job.share!r}")
@@ -174,7 +175,7 @@ class _Tick:
             return True
         if not queue.may_preempt:
             return False
-        victims = self.victims.reclaimable(self.ledger, share, job.unit, shortfall)
+        victims = self.victims.reclaimable(self.ledger, share, job.unit, shortfall, self.standing)
         if victims is None:
             return False
         self._dispatch(queue, job, victims, PreemptionKind.CROSS_SHARE)
@@ -205,7 +206,7 @@ class _Tick:
         heap = [entry for queue in self.queues.values() if (entry := self._borrow_entry(queue))]
         heapq.heapify(heap)
         while heap:
-            queue = self.queues[heapq.heappop(heap)[2]]
+            queue = self.queues[heapq.heappop(heap)[-1]]
             job = queue.candidate
             if self.ledger.fits(queue.share, job):
                 self._dispatch(queue, job)
@@ -222,7 +223,10 @@ class _Tick:
         """
         while (job := queue.candidate) is not None:
             if self.ledger.fits(queue.share, job):
-                return (job.created_at, job.id, queue.share.name)
+                name = queue.share.name
+                if self.standing is not None:  # fair share: the least past borrowing first
+                    return (self.standing.get(name, 0.0), job.created_at, job.id, name)
+                return (job.created_at, job.id, name)
             queue.give_up_on_candidate()
         return None
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import heapq
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from itertools import takewhile
 
 from scheduler.ledger import Ledger
@@ -66,9 +66,16 @@ class VictimPool:
             jobs.remove(job)
 
     def reclaimable(
-        self, ledger: Ledger, share: Share, unit: str, shortfall: int
+        self,
+        ledger: Ledger,
+        share: Share,
+        unit: str,
+        shortfall: int,
+        standing: Mapping[str, float] | None = None,
     ) -> list[Job] | None:
-        """Cross-share: borrowing jobs (holding part of their share's borrowed amount)."""
+        """Cross-share: borrowing jobs (holding part of their share's borrowed amount). With
+        fair share (`standing`), the borrower with the most past use per weight gives first,
+        each borrower's jobs in victim order."""
         reclaimed = _Reclaimed(ledger, unit)
 
         def may_take(job: Job) -> bool:
@@ -80,8 +87,14 @@ class VictimPool:
         borrowers = sorted(ledger.borrowers.get(unit, set()) - {share.name})
         if not borrowers:
             return None
+        order = victim_order
+        if standing is not None:  # equal standings keep today's victim order
+
+            def order(job: Job) -> tuple:
+                return (standing.get(job.share, 0.0), victim_order(job))
+
         candidates = heapq.merge(
-            *(self._of_share(unit, name) for name in borrowers), key=victim_order, reverse=True
+            *(self._of_share(unit, name) for name in borrowers), key=order, reverse=True
         )
         return _minimal_set(
             candidates, self._gone, may_take, lambda freed: freed >= shortfall, reclaimed
