@@ -32,7 +32,7 @@ PLAIN_REASONS = {
 class Storyteller:
     def __init__(self, scenario: Scenario, out):
         self.scenario = scenario
-        self.world = PureWorld(scenario.capacity, list(scenario.shares), scenario.ordering)
+        self.world = PureWorld.of(scenario)
         self.out = out
         self.failures = 0
 

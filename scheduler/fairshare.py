@@ -76,3 +76,52 @@ def jain_index(values) -> float:
     if not values or squares == 0:
         return 1.0
     return total * total / (len(values) * squares)
+
+
+@dataclass
+class FairUse:
+    """A queue's decayed use per share, counted tick to tick: what a share held after one
+    tick's plan counts until the next. The control plane keeps it as JSON with the queue; the
+    scenario runners and the simulator keep it in memory."""
+
+    policy: Policy
+    used: dict[str, Decayed] = field(default_factory=dict)
+    rates: dict[str, float] = field(default_factory=dict)  # instances counted since `at`
+
+    def standing(self, now: float, names) -> dict[str, float]:
+        """Each share's standing now (its use decayed to now, over its weight)."""
+        half_life = self.policy.half_life_seconds
+        found = {}
+        for name in names:
+            use = self.used.setdefault(name, Decayed(0.0, now))
+            if use.at < now:
+                use.add_rate(self.rates.get(name, 0.0), use.at, now, half_life)
+            found[name] = use.as_of(now, half_life) / self.policy.weight(name)
+        return found
+
+    def count(self, usage: Mapping[str, Mapping[str, int]], limits: Mapping[str, Mapping]) -> None:
+        """What each share holds after a plan (`usage` share -> unit -> instances), counted
+        until the next tick."""
+        self.rates = {}
+        for name, units in usage.items():
+            limit = limits.get(name, {})
+            if self.policy.counts is Counts.BORROWED:
+                held = sum(max(0, n - limit.get(unit, 0)) for unit, n in units.items())
+            else:
+                held = sum(units.values())
+            if held:
+                self.rates[name] = float(held)
+
+    def to_json(self) -> dict:
+        return {
+            name: [use.value, use.at, self.rates.get(name, 0.0)] for name, use in self.used.items()
+        } | {name: [0.0, 0.0, rate] for name, rate in self.rates.items() if name not in self.used}
+
+    @classmethod
+    def from_json(cls, policy: Policy, saved: Mapping | None) -> FairUse:
+        fair = cls(policy)
+        for name, (value, at, rate) in (saved or {}).items():
+            fair.used[name] = Decayed(float(value), float(at))
+            if rate:
+                fair.rates[name] = float(rate)
+        return fair

@@ -18,7 +18,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     return run_files(
         args.files,
-        lambda s: PureWorld(s.capacity, list(s.shares), s.ordering),
+        PureWorld.of,
         print,
     )
 

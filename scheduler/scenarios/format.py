@@ -49,7 +49,9 @@ STEP_FIELDS: dict[str, tuple[set[str], set[str]]] = {
         },
     ),
 }
-TOP_FIELDS = {"name", "description", "capacity", "ordering", "shares", "steps"}
+START_TIME = 1_000_000.0  # any fixed origin; each step advances the clock by one second
+TOP_FIELDS = {"name", "description", "capacity", "ordering", "shares", "steps", "fair_share"}
+FAIR_FIELDS = {"half_life", "counts", "weights", "history"}
 SHARE_FIELDS = {"name", "limits", "strategy", "borrow_limit", "in_share_preemption", "state"}
 
 
@@ -82,6 +84,17 @@ class Scenario:
     ordering: Ordering
     shares: tuple[ShareSpec, ...]
     steps: tuple[Step, ...] = field(default=())
+    # A fair-share policy (scheduler.fairshare), with each share's decayed use at time 0.
+    fair_share: FairShareSpec | None = None
+
+
+@dataclass(frozen=True)
+class FairShareSpec:
+    half_life: float
+    counts: str = "borrowed"
+    weights: dict[str, float] = field(default_factory=dict)
+    # Each share's decayed use (instance-seconds) as the scenario starts.
+    history: dict[str, float] = field(default_factory=dict)
 
 
 def load(path: str | Path) -> Scenario:
@@ -113,9 +126,38 @@ def parse(data: Any, label: str) -> Scenario:
     if len(set(names)) != len(names):
         raise ScenarioError(f"{label}: share names must be unique")
     steps = tuple(_step(s, i + 1, label) for i, s in enumerate(data["steps"]))
+    fair = _fair_share(data["fair_share"], set(names), label) if "fair_share" in data else None
     return Scenario(
-        label, str(data.get("name", label)), capacity, Ordering(ordering), shares, steps
+        label, str(data.get("name", label)), capacity, Ordering(ordering), shares, steps, fair
     )
+
+
+def _fair_share(raw: Any, shares: set[str], label: str) -> FairShareSpec:
+    """{"half_life": seconds, "counts": "borrowed" | "all", "weights": {share: w > 0},
+    "history": {share: decayed instance-seconds as the scenario starts}}."""
+    where = f"{label}: fair_share"
+    if not isinstance(raw, dict):
+        raise ScenarioError(f"{where} must be an object")
+    _no_unknown(raw, FAIR_FIELDS, where)
+    half_life = raw.get("half_life")
+    if isinstance(half_life, bool) or not isinstance(half_life, int | float) or half_life <= 0:
+        raise ScenarioError(f"{where}: half_life must be a number of seconds above 0")
+    counts = raw.get("counts", "borrowed")
+    if counts not in ("borrowed", "all"):
+        raise ScenarioError(f"{where}: counts must be borrowed or all")
+    numbers = {}
+    for key, allows in (("weights", lambda v: v > 0), ("history", lambda v: v >= 0)):
+        table = raw.get(key, {})
+        if not isinstance(table, dict) or not set(table) <= shares:
+            raise ScenarioError(f"{where}: {key} must map names of the scenario's shares")
+        if not all(
+            isinstance(v, int | float) and not isinstance(v, bool) and allows(v)
+            for v in table.values()
+        ):
+            rule = "above 0" if key == "weights" else "of 0 or more"
+            raise ScenarioError(f"{where}: {key} must be numbers {rule}")
+        numbers[key] = {name: float(v) for name, v in table.items()}
+    return FairShareSpec(float(half_life), counts, numbers["weights"], numbers["history"])
 
 
 def _no_unknown(body: dict, allowed: set[str], where: str) -> None:

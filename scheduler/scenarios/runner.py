@@ -10,10 +10,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from scheduler.reservations import Reservation
-from scheduler.scenarios.format import Scenario, Step
+from scheduler.scenarios.format import START_TIME, Scenario, Step
 from scheduler.scenarios.world import DISPATCHED, Observation, StepRejected, World
 
-START_TIME = 1_000_000.0  # any fixed origin; each step advances the clock by one second
+__all__ = ["START_TIME", "Result", "apply_step", "check_expectations", "play"]
 
 
 @dataclass(frozen=True)

@@ -13,11 +13,12 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from scheduler.dependencies import After, Waiting, release
+from scheduler.fairshare import Counts, Decayed, FairUse, Policy
 from scheduler.invariants import plan_violations
 from scheduler.model import Job, Ordering, Plan, PreemptionKind, Share, Snapshot, Strategy
 from scheduler.planner import plan_tick
 from scheduler.reservations import Reservation, capacity_at, ended, most_capacity
-from scheduler.scenarios.format import ShareSpec
+from scheduler.scenarios.format import START_TIME, FairShareSpec, ShareSpec
 from scheduler.validation import priority_error, share_config_errors, submission_error
 
 DISPATCHED = "DISPATCHED"
@@ -98,6 +99,17 @@ def apply_share_changes(share: Share, changes: dict) -> Share:
     )
 
 
+def fair_use_of(spec: FairShareSpec | None) -> FairUse | None:
+    """A scenario's fair-share policy, each share's history its decayed use at the start."""
+    if spec is None:
+        return None
+    policy = Policy(spec.half_life, Counts(spec.counts), dict(spec.weights))
+    fair = FairUse(policy)
+    for name, value in spec.history.items():
+        fair.used[name] = Decayed(value, START_TIME)
+    return fair
+
+
 @dataclass
 class _JobState:
     job: Job
@@ -110,7 +122,14 @@ class _JobState:
 class PureWorld:
     """Scenario world on the pure scheduler: no database, no Django."""
 
-    def __init__(self, capacity: dict[str, int], shares: list[ShareSpec], ordering: Ordering):
+    def __init__(
+        self,
+        capacity: dict[str, int],
+        shares: list[ShareSpec],
+        ordering: Ordering,
+        fair_share: FairShareSpec | None = None,
+    ):
+        self.fair = fair_use_of(fair_share)
         self.capacity = dict(capacity)
         self.ordering = ordering
         self.shares = {spec.name: share_from_spec(spec) for spec in shares}
@@ -148,12 +167,24 @@ class PureWorld:
             after=tuple((name, After(kind)) for name, kind in after),
         )
 
+    @classmethod
+    def of(cls, scenario) -> PureWorld:
+        return cls(scenario.capacity, list(scenario.shares), scenario.ordering, scenario.fair_share)
+
     def snapshot(self, now: float) -> Snapshot:
         active = tuple(s.job for s in self.jobs.values() if s.status in (RUNNABLE, DISPATCHED))
         capacity = capacity_at(self.capacity, self.reservations, now)
         just_ended = [r for r in ended(self.reservations, now) if r.name not in self.settled]
         fit_to = {r.unit: capacity.get(r.unit, 0) for r in just_ended}
-        return Snapshot(capacity, tuple(self.shares.values()), active, self.ordering, fit_to)
+        standing = self.fair.standing(now, self.shares) if self.fair else None
+        return Snapshot(
+            capacity,
+            tuple(self.shares.values()),
+            active,
+            self.ordering,
+            fit_to,
+            fair_standing=standing,
+        )
 
     def tick(self, now):
         self._release()
@@ -171,6 +202,9 @@ class PureWorld:
             state = self.jobs[dispatch.job_id]
             state.job = state.job._replace(dispatched_at=now)
             state.status = DISPATCHED
+        if self.fair:
+            limits = {name: share.limits for name, share in self.shares.items()}
+            self.fair.count(self.observe().usage, limits)
 
     def _release(self) -> None:
         """Pending jobs whose dependencies are met go RUNNABLE; unmeetable ones FAIL."""

@@ -14,11 +14,6 @@ from tests.builders import every_scenario_file
 def test_shared_scenario_passes_through_the_control_plane_and_agrees(path):
     scenario = load(path)
     through_db = [r.line() for r in play(scenario, DbWorld(scenario))]
-    pure = [
-        r.line()
-        for r in play(
-            scenario, PureWorld(scenario.capacity, list(scenario.shares), scenario.ordering)
-        )
-    ]
+    pure = [r.line() for r in play(scenario, PureWorld.of(scenario))]
     assert [line for line in through_db if not line.startswith("PASS")] == []
     assert through_db == pure

@@ -14,7 +14,7 @@ from tests.builders import every_scenario_file, scenario_files
 
 
 def pure_world(scenario):
-    return PureWorld(scenario.capacity, list(scenario.shares), scenario.ordering)
+    return PureWorld.of(scenario)
 
 
 @pytest.mark.parametrize("path", every_scenario_file(), ids=lambda p: p.stem)

@@ -70,11 +70,6 @@ def test_a_scenario_through_slurm_agrees_with_the_pure_scheduler(path, cluster, 
 
     world = SlurmWorld(scenario, backend="SLURM", prepare=on_the_cluster, command="sleep 900")
     through_slurm = [r.line() for r in play(scenario, world)]
-    pure = [
-        r.line()
-        for r in play(
-            scenario, PureWorld(scenario.capacity, list(scenario.shares), scenario.ordering)
-        )
-    ]
+    pure = [r.line() for r in play(scenario, PureWorld.of(scenario))]
     assert [line for line in through_slurm if not line.startswith("PASS")] == []
     assert through_slurm == pure

@@ -109,6 +109,7 @@ class _HeadReader:
             Ordering(self.queue.ordering),
             more_waiting=more,
             beyond=beyond,
+            fair_standing=self.terms.standing,
         )
 
     def _read(self, sql: str, wanted: dict[str, int]) -> None:

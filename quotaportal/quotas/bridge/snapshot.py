@@ -283,6 +283,8 @@ class Terms:
     rows: list[_ShareRow]
     units: _UnitNames
     digest: str
+    # Each share's fair-share standing for this tick (bridge.fairness); None: no policy.
+    standing: dict[str, float] | None = None
 
     @property
     def shares(self) -> tuple[Share, ...]:
@@ -328,6 +330,7 @@ def load_snapshot(
         tuple(jobs),
         Ordering(queue.ordering),
         fit_targets(queue, fit_units, now) if fit_units else {},
+        fair_standing=terms.standing,
     )
     return terms.loaded(snapshot, pending)
 

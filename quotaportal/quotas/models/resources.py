@@ -198,6 +198,16 @@ class JobQueue(models.Model):
     job_state_time_limit_actions = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     tags = models.JSONField(default=dict, blank=True)  # AWS resource tags
+    # Fair share over time (scheduler.fairshare): borrowing ordered by each share's decayed
+    # past use over its weight. Off while the half-life is None.
+    fair_share_half_life_seconds = models.PositiveIntegerField(null=True, blank=True)
+    fair_share_counts = models.CharField(
+        max_length=8,
+        choices=[("borrowed", "borrowed use"), ("all", "all use")],
+        default="borrowed",
+    )
+    # The ticks' running account: share -> [decayed use, as of (epoch s), instances since].
+    fair_use = models.JSONField(default=dict, blank=True)
     # Change tracking so a tick can skip re-planning a queue nothing has touched: every
     # service that changes what the planner sees bumps state_version; a tick that changed
     # nothing records the version and dispatched-job count it planned (new jobs are found
@@ -251,6 +261,8 @@ class QuotaShare(models.Model):
     sharing_strategy = models.CharField(max_length=16, choices=Strategy.choices)
     borrow_limit = models.IntegerField(default=-1)
     in_share_preemption = models.BooleanField(default=False)
+    # Under its queue's fair-share policy: past use counts divided by this.
+    fair_share_weight = models.FloatField(default=1.0)
     state = models.CharField(max_length=8, choices=State.choices, default=State.ENABLED)
     created_at = models.DateTimeField(auto_now_add=True)
     tags = models.JSONField(default=dict, blank=True)  # AWS resource tags
@@ -265,6 +277,9 @@ class QuotaShare(models.Model):
             ),
             models.CheckConstraint(
                 condition=Q(borrow_limit__gte=-1), name="share_borrow_limit_min"
+            ),
+            models.CheckConstraint(
+                condition=Q(fair_share_weight__gt=0), name="share_fair_weight_positive"
             ),
             models.CheckConstraint(
                 condition=Q(sharing_strategy="LEND_AND_BORROW") | Q(borrow_limit=-1),

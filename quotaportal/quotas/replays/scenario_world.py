@@ -22,9 +22,9 @@ from quotaportal.quotas.models import (
     SchedulerRun,
     ServiceEnvironment,
 )
-from quotaportal.quotas.services import reservations
+from quotaportal.quotas.services import fairness, reservations
 from quotaportal.quotas.ticking.run import run_tick
-from scheduler.scenarios.format import Scenario
+from scheduler.scenarios.format import START_TIME, Scenario
 from scheduler.scenarios.world import DISPATCHED as SCENARIO_DISPATCHED
 from scheduler.scenarios.world import Observation, StepRejected
 
@@ -90,9 +90,25 @@ class DbWorld:
                 in_share_preemption=spec.in_share_preemption,
                 state="ENABLED" if spec.enabled else "DISABLED",
             )
+        if (fair := scenario.fair_share) is not None:
+            self._fair_share(fair)
         self.ids: dict[str, uuid.UUID] = {}
         self.last_preempted: dict[str, str] = {}
         self.violations: list[str] = []
+
+    def _fair_share(self, fair) -> None:
+        """The scenario's policy, its weights, and each share's history as of its start."""
+        for name, weight in fair.weights.items():
+            share = QuotaShare.objects.get(job_queue=self.queue, name=name)
+            services.update_share(None, share, fair_share_weight=weight)
+        self.queue = fairness.set_fair_share(
+            None,
+            self.queue,
+            half_life_seconds=round(fair.half_life),
+            counts=fair.counts,
+            seed=fair.history,
+            now=at(START_TIME),
+        )
 
     def _job(self, name: str) -> Job:
         if name not in self.ids:

@@ -31,6 +31,7 @@ EDITABLE = (
     "in_share_preemption",
     "state",
     "team",
+    "fair_share_weight",
 )
 
 
@@ -74,6 +75,21 @@ def limits_of(share: QuotaShare) -> dict[str, int]:
     }
 
 
+MAX_WEIGHT = 1_000_000
+
+
+def _check_weight(weight) -> None:
+    if (
+        isinstance(weight, bool)
+        or not isinstance(weight, int | float)
+        or not 0 < weight <= MAX_WEIGHT
+        or weight != weight
+    ):
+        raise InvalidInput(
+            {"fair_share_weight": f"a weight is a number above 0 and at most {MAX_WEIGHT:,}"}
+        )
+
+
 @transaction.atomic
 def create_share(
     actor,
@@ -87,9 +103,11 @@ def create_share(
     in_share_preemption: bool = False,
     state: str = State.ENABLED,
     tags: dict | None = None,
+    fair_share_weight: float = 1.0,
 ) -> QuotaShare:
     require_admin(actor, "create quota shares")
     _check_name(name)
+    _check_weight(fair_share_weight)
     tags = checked_tags(tags)
     _validate(capacity_limits, sharing_strategy, borrow_limit, state)
     units = _resolve_units(capacity_limits)  # before anything is written
@@ -115,6 +133,7 @@ def create_share(
                 in_share_preemption=in_share_preemption,
                 state=state,
                 tags=tags,
+                fair_share_weight=fair_share_weight,
             )
     except IntegrityError:
         raise InvalidInput(
@@ -152,6 +171,7 @@ def update_share(actor, share: QuotaShare, **changes) -> QuotaShare:
         "in_share_preemption": share.in_share_preemption,
         "state": share.state,
         "team": share.team.name,
+        "fair_share_weight": share.fair_share_weight,
     }
     strategy = changes.get("sharing_strategy", share.sharing_strategy)
     borrow_limit = changes.get("borrow_limit")
@@ -164,6 +184,9 @@ def update_share(actor, share: QuotaShare, **changes) -> QuotaShare:
     share.sharing_strategy, share.borrow_limit, share.state = strategy, borrow_limit, state
     share.in_share_preemption = bool(changes.get("in_share_preemption", share.in_share_preemption))
     share.team = changes.get("team", share.team)
+    if "fair_share_weight" in changes:
+        _check_weight(changes["fair_share_weight"])
+        share.fair_share_weight = float(changes["fair_share_weight"])
     share.save()
     if "capacity_limits" in changes:
         _write_limits(share, limits)

@@ -36,6 +36,7 @@ from django.utils import timezone
 from quotaportal.infra.locks import lock_environment, try_lock_environment
 from quotaportal.quotas import bridge
 from quotaportal.quotas.backends import backend_for, self_scheduling_backends
+from quotaportal.quotas.bridge import fairness
 from quotaportal.quotas.models import (
     DISPATCHED,
     TICK_BUCKETS,
@@ -365,7 +366,7 @@ def _tick_locked(queue: JobQueue, now, turn: _Turn) -> _Outcome:
     # Only a plan that changed nothing is a fixed point worth remembering; after any change
     # the next tick must plan again (a preempted job may start, a blocked share may move).
     settled = not dispatched and not preempted
-    _remember_plan(queue, version, loaded, now, settled=settled, sampled=sampled)
+    _remember_plan(queue, version, loaded, now, settled=settled, sampled=sampled, plan=plan)
     _tick_at_next_change(queue, backend, now)
     return _Outcome(replanned=True, calls=calls, dispatched=dispatched, preempted=preempted)
 
@@ -374,6 +375,7 @@ def _plan(queue: JobQueue, now, fit_units, backend) -> tuple[bridge.Loaded, Plan
     """Read and plan the queue: from the heads of its shares' lines when that is enough,
     else every active job."""
     terms = bridge.queue_terms(queue)
+    terms.standing = fairness.standing(queue, [r.share.name for r in terms.rows], now)
     if _reads_heads(queue, now, fit_units, terms, backend):
         return bridge.plan_heads(queue, now, terms, settings.QP_TICK_HEADS)
     loaded = bridge.load_snapshot(queue, now, fit_units, terms)
@@ -405,10 +407,15 @@ def _tick_at_next_change(queue: JobQueue, backend, now) -> None:
 
 
 def _remember_plan(
-    queue: JobQueue, version: int, loaded, now, *, settled: bool, sampled: dict
+    queue: JobQueue, version: int, loaded, now, *, settled: bool, sampled: dict, plan=None
 ) -> None:
-    """The plan's memo on the queue row, with the sample just written (record_sample)."""
+    """The plan's memo on the queue row, with the sample just written (record_sample) and
+    the fair-share account carried on (what each share holds once `plan` is applied)."""
     jobs = loaded.snapshot.jobs
+    if loaded.snapshot.fair_standing is not None:
+        usage = bridge.usage_after(loaded.snapshot, plan)
+        limits = {share.name: share.limits for share in loaded.snapshot.shares}
+        sampled = {**sampled, "fair_use": fairness.carried_on(queue, usage, limits, now)}
     if loaded.full:
         waiting = sum(1 for job in jobs if job.dispatched_at is None)
         sampled = {**sampled, "fully_planned_at": now, "fully_planned_waiting": waiting}

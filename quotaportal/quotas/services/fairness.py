@@ -1,0 +1,76 @@
+"""A job queue's fair-share policy (scheduler.fairshare): switched on with a half-life and
+what counts, off again, and each share's standing as the tick last left it.
+
+Switching it on may seed each share's decayed use from what it used before (the usage
+rollups: quotaportal.usage.fairness reads them, above this layer); from then on every tick
+keeps the account (bridge.fairness)."""
+
+from __future__ import annotations
+
+from django.db import transaction
+
+from quotaportal.quotas.audit import record
+from quotaportal.quotas.errors import InvalidInput
+from quotaportal.quotas.models import EventKind, JobQueue
+from quotaportal.quotas.permissions import require_admin
+from quotaportal.quotas.ticking.changes import queue_changed
+from scheduler.fairshare import Counts
+
+MAX_HALF_LIFE = 10 * 365 * 86_400
+
+
+def policy_errors(half_life_seconds, counts) -> dict[str, str]:
+    errors = {}
+    if half_life_seconds is not None and (
+        isinstance(half_life_seconds, bool)
+        or not isinstance(half_life_seconds, int)
+        or not 1 <= half_life_seconds <= MAX_HALF_LIFE
+    ):
+        errors["fair_share_half_life_seconds"] = (
+            f"a half-life is a whole number of seconds from 1 to {MAX_HALF_LIFE:,} "
+            "(10 years), or empty for no fair-share policy"
+        )
+    if counts not in {c.value for c in Counts}:
+        errors["fair_share_counts"] = "counts is borrowed or all"
+    return errors
+
+
+@transaction.atomic
+def set_fair_share(
+    actor,
+    queue: JobQueue,
+    *,
+    half_life_seconds: int | None,
+    counts: str = Counts.BORROWED,
+    seed: dict[str, float] | None = None,
+    now=None,
+) -> JobQueue:
+    """Switch the queue's policy on (a half-life), change it, or off (None). `seed` (share
+    name -> decayed use as of `now`) starts the account when it is switched on."""
+    require_admin(actor, "change job queues")
+    if errors := policy_errors(half_life_seconds, counts):
+        raise InvalidInput(errors)
+    queue = JobQueue.objects.select_for_update().get(pk=queue.pk)
+    was_on = queue.fair_share_half_life_seconds is not None
+    queue.fair_share_half_life_seconds, queue.fair_share_counts = half_life_seconds, counts
+    if half_life_seconds is None:
+        queue.fair_use = {}
+    elif not was_on:
+        at = now.timestamp() if now else None
+        queue.fair_use = {
+            name: [float(value), at, 0.0] for name, value in (seed or {}).items() if at
+        }
+    queue.save(update_fields=["fair_share_half_life_seconds", "fair_share_counts", "fair_use"])
+    record(
+        actor,
+        EventKind.RESOURCE_CHANGED,
+        action="updated",
+        resource="job queue",
+        name=queue.name,
+        changes={
+            "fair_share_half_life_seconds": str(half_life_seconds),
+            "fair_share_counts": counts,
+        },
+    )
+    queue_changed(queue.pk)
+    return queue
