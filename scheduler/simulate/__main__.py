@@ -17,6 +17,7 @@ import time
 from scheduler.invariants import InvariantViolation
 from scheduler.simulate import simulate
 from scheduler.simulate.estimate import estimate_accuracy
+from scheduler.simulate.fair_compare import comparison_lines, policy_from, with_policy
 from scheduler.simulate.loaders import alibaba_openb, fleet, kueue_baseline
 from scheduler.simulate.workload import WorkloadError, apply_config, load_workload, scaled
 
@@ -66,6 +67,23 @@ def _parser() -> argparse.ArgumentParser:
         "--estimates",
         action="store_true",
         help="also measure start-time estimates against the replay (median and p90 error)",
+    )
+    parser.add_argument(
+        "--fair-share",
+        metavar="HALF_LIFE",
+        help="replay under a fair-share policy whose past use halves every HALF_LIFE "
+        "(7d, 12h, 30m or seconds): borrowers by decayed past use, lowest first",
+    )
+    parser.add_argument(
+        "--fair-share-counts",
+        choices=["borrowed", "all"],
+        default="borrowed",
+        help="what past use counts under --fair-share (default: borrowed)",
+    )
+    parser.add_argument(
+        "--compare",
+        action="store_true",
+        help="with --fair-share: replay without it too and print both side by side",
     )
     parser.add_argument("--json", action="store_true", help="end with one JSON line")
     return parser
@@ -144,19 +162,38 @@ def main(argv: list[str] | None = None, out=None, err=None) -> int:
             if not 0 < args.scale <= 1000:
                 raise WorkloadError("--scale must be a number above 0 and at most 1000")
             workload = scaled(workload, args.scale)
+        fair = args.fair_share is not None
+        if args.compare and not fair:
+            raise WorkloadError("--compare needs --fair-share HALF_LIFE")
+        policy = policy_from(args.fair_share, args.fair_share_counts) if fair else None
     except WorkloadError as error:
         err.write(f"error: {error}\n")
         return 2
     err.write(f"simulating {workload.name}: {workload.job_count:,} jobs\n")
     try:
+        without = None
+        if args.compare:
+            err.write("first without fair share\n")
+            without = simulate(
+                workload, tick_s=args.tick, check=not args.no_check, progress=_Progress(err)
+            )
+            err.write(f"then with fair share (half-life {args.fair_share})\n")
         result = simulate(
-            workload, tick_s=args.tick, check=not args.no_check, progress=_Progress(err)
+            with_policy(workload, policy),
+            tick_s=args.tick,
+            check=not args.no_check,
+            progress=_Progress(err),
         )
     except InvariantViolation as error:
         err.write(f"a plan broke an invariant: {error}\n")
         return 1
     _print_human(result, out)
     body = dict(result.summary, workload=workload.name, notes=list(workload.notes))
+    if without is not None:
+        out.write("\n".join(comparison_lines(without.queue_summaries, result.queue_summaries)))
+        out.write("\n")
+        body["queues_with_fair_share"] = result.queue_summaries
+        body["queues_without_fair_share"] = without.queue_summaries
     if args.estimates:
         err.write("measuring start-time estimates against the replay\n")
         accuracy = [estimate_accuracy(queue) for queue in workload.queues]

@@ -28,6 +28,7 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Callable
 
+from scheduler.fairshare import Decayed
 from scheduler.model import Job, Ordering
 from scheduler.simulate.engine_measures import Measuring
 from scheduler.simulate.engine_runs import Dispatching
@@ -82,6 +83,9 @@ class QueueSimulation(Ticking, Dispatching, Measuring):
         if {FOLDED_LEND, FOLDED_RESERVE} & set(self.shares):
             raise ValueError("share names starting with '~idle' are the simulator's own")
         self.capacity = dict(config.capacity)
+        self.fair_policy = config.fair_share
+        self.fair_used: dict[tuple[str, str], Decayed] = {}  # (share, unit) -> decayed use
+        self.standing: dict[str, float] | None = None  # each share's, as of the last tick
         self._init_use()
         self._init_jobs()
         self.run = QueueRun(
@@ -93,6 +97,7 @@ class QueueSimulation(Ticking, Dispatching, Measuring):
             defaultdict(float),
             0.0,
             defaultdict(int),
+            fair_share=config.fair_share,
         )
         self.jobs_total = len(queue.jobs) + len(running)
         self.jobs_done = 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from scheduler.fairshare import Counts, Decayed, standings
 from scheduler.model import Job
 
 
@@ -48,7 +49,30 @@ class Measuring:
             limit = self.shares[key[0]].limit(key[1])
             self.run.own_s[key[0]] += min(used, limit) * (self.now - since)
             self.run.borrowed_s[key[0]] += max(0, used - limit) * (self.now - since)
+            if self.fair_policy is not None:
+                self._count_fair_use(key, used, limit, since)
         self._since[key] = self.now
+
+    def _count_fair_use(self, key: tuple[str, str], used: int, limit: int, since: float) -> None:
+        """The share's decayed use of the unit (scheduler.fairshare), over [since, now]."""
+        counted = used if self.fair_policy.counts is Counts.ALL else max(0, used - limit)
+        if counted:
+            decayed = self.fair_used.get(key)
+            if decayed is None:
+                decayed = self.fair_used[key] = Decayed(0.0, since)
+            decayed.add_rate(counted, since, self.now, self.fair_policy.half_life_seconds)
+
+    def _fair_standing(self) -> dict[str, float] | None:
+        """Each share's standing now: its decayed use of every unit over its weight."""
+        policy = self.fair_policy
+        if policy is None:
+            return None
+        for key in list(self._since):
+            self._settle(key)
+        use: dict[str, float] = defaultdict(float)
+        for (share, _), decayed in self.fair_used.items():
+            use[share] += decayed.as_of(self.now, policy.half_life_seconds)
+        return standings(use, policy, use)
 
     def _account(self, until: float) -> None:
         """Idle capacity while jobs waited, and the samples due, for the time up to `until`."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from scheduler.fairshare import Policy
 from scheduler.model import Job, Share
 from scheduler.simulate.workload import WorkJob
 
@@ -68,3 +69,4 @@ class QueueRun:
     instants: int = 0
     wall_s: float = 0.0
     first_submit_s: float = 0.0
+    fair_share: Policy | None = None  # the policy it ran under

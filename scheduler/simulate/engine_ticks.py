@@ -30,6 +30,7 @@ class Ticking:
             self.dirty = self.preempted_last_tick = False
             return
         if not needed:
+            self.standing = self._fair_standing()
             plan = plan_tick(self._snapshot(), self.now, explain=False)
             self.run.ticks_skipped += 1
             self.dirty = self.preempted_last_tick = False
@@ -39,6 +40,7 @@ class Ticking:
                     f"{list(plan.dispatched_ids)[:5]}"
                 )
             return
+        self.standing = self._fair_standing()
         if self.fast and touched:
             snapshot, plan = self._plan_touched(touched)
         else:
@@ -114,7 +116,11 @@ class Ticking:
         if not self.fast:
             jobs = (*self.dispatched.values(), *self.runnable.values())
             return Snapshot(
-                dict(self.capacity), tuple(self.shares.values()), jobs, self.config.ordering
+                dict(self.capacity),
+                tuple(self.shares.values()),
+                jobs,
+                self.config.ordering,
+                fair_standing=self.standing,
             )
         jobs: list[Job] = []
         runnable = self.runnable
@@ -285,7 +291,13 @@ class Ticking:
                 Share(FOLDED_LEND, {u: n for u, n in lend_used.items() if n}, Strategy.LEND)
             )
             jobs.extend(_stand_in(FOLDED_LEND, u, n) for u, n in lend_used.items() if n)
-        return Snapshot(dict(self.capacity), tuple(shares), tuple(jobs), self.config.ordering)
+        return Snapshot(
+            dict(self.capacity),
+            tuple(shares),
+            tuple(jobs),
+            self.config.ordering,
+            fair_standing=self.standing,
+        )
 
     def _may_lose_jobs(self, name: str, waiting: bool, reclaim_units: set[str] | None) -> bool:
         """Could a plan preempt one of the share's jobs: for its own waiting head (in-share

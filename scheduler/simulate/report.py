@@ -7,6 +7,8 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
+from scheduler.fairshare import jain_index
+from scheduler.model import Strategy
 from scheduler.simulate.engine_state import QueueRun
 from scheduler.simulate.workload import QueueWorkload, capacity_bound_s
 from scheduler.utilization import share_breakdown
@@ -79,12 +81,26 @@ def queue_summary(queue: QueueWorkload, run: QueueRun) -> dict:
         "preemptions_by_kind": dict(sorted(run.preemptions.items())),
         "borrowed_instance_hours": round(sum(run.borrowed_s.values()) / 3600, 4),
         "idle_instance_hours_while_waiting": round(run.idle_while_waiting_s / 3600, 4),
+        "borrowed_hours_jain": rounded(borrowed_jain(run, per_share), 4),
         "ticks_planned": run.ticks_planned,
         "ticks_skipped": run.ticks_skipped,
         "instants": run.instants,
         "wall_s": round(run.wall_s, 3),
         "shares": per_share,
     }
+
+
+def borrowed_jain(run: QueueRun, per_share: dict[str, dict]) -> float | None:
+    """Jain's fairness index of the borrowed hours (per weight, under a fair-share policy) of
+    the shares that may borrow and had jobs: 1 when they borrowed alike; None with fewer
+    than two such shares."""
+    weight = run.fair_share.weight if run.fair_share else (lambda _: 1.0)
+    borrowed = [
+        per_share[share.name]["borrowed_hours"] / weight(share.name)
+        for share in run.shares
+        if share.strategy is Strategy.LEND_AND_BORROW and per_share[share.name]["jobs"]
+    ]
+    return jain_index(borrowed) if len(borrowed) >= 2 else None
 
 
 def combined_summary(summaries: list[dict], wall_s: float) -> dict:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from scheduler.fairshare import Policy
 from scheduler.model import Ordering, Share
 from scheduler.scenarios.format import ScenarioError, parse_share, unit_counts
 from scheduler.scenarios.world import share_from_spec
@@ -58,6 +59,8 @@ class QueueConfig:
     capacity_changes: tuple[tuple[float, Mapping[str, int]], ...] = ()
     # A preemptor's process starts only once its victims have had this long to exit (DESIGN §4).
     grace_s: float = 0.0
+    # Borrowers ordered by decayed past use (scheduler.fairshare); None: the oldest job first.
+    fair_share: Policy | None = None
 
     def capacity_at(self, at_s: float) -> dict[str, int]:
         capacity = dict(self.capacity)

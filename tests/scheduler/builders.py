@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from scheduler import Job, Ordering, Share, Snapshot, Strategy, check_plan, plan_tick
 from scheduler.model import Plan
+from scheduler.simulate import QueueConfig, QueueWorkload, WorkJob, Workload
 
 LEND = Strategy.LEND
 RESERVE = Strategy.RESERVE
@@ -144,3 +145,59 @@ def snapshots(draw) -> Snapshot:
         cut = draw(st.lists(st.sampled_from(UNITS), min_size=1, max_size=2, unique=True))
         fit_to = {u: draw(st.integers(0, capacity[u])) for u in cut}
     return Snapshot(capacity, tuple(share_list), tuple(jobs), ordering, fit_to)
+
+
+# -- simulated workloads ----------------------------------------------------------------
+
+
+def workload(capacity, shares, jobs, **config) -> Workload:
+    queue = QueueWorkload(QueueConfig("q", capacity, tuple(shares), **config), tuple(jobs))
+    return Workload("test", (queue,))
+
+
+def job(id, share, at, seconds, priority=0, quantity=1, unit="gpu", changes=()):
+    return WorkJob(id, share, unit, quantity, priority, float(at), float(seconds), tuple(changes))
+
+
+@st.composite
+def workloads(draw):
+    units = ("a", "b")
+    share_count = draw(st.integers(1, 5))
+    shares = []
+    for index in range(share_count):
+        strategy = draw(st.sampled_from(list(Strategy)))
+        borrow = draw(st.sampled_from([-1, 0, 50, 200])) if strategy == "LEND_AND_BORROW" else -1
+        limits = {
+            u: draw(st.integers(1, 4)) for u in draw(st.sets(st.sampled_from(units), min_size=1))
+        }
+        shares.append(
+            Share(f"s{index}", limits, strategy, borrow, draw(st.booleans()), draw(st.booleans()))
+        )
+    jobs = []
+    for index in range(draw(st.integers(1, 30))):
+        share = draw(st.sampled_from(shares))
+        changes = draw(st.lists(st.tuples(st.integers(0, 40), st.integers(0, 9)), max_size=1))
+        jobs.append(
+            job(
+                f"j{index}",
+                share.name,
+                draw(st.integers(0, 40)),
+                draw(st.integers(0, 15)),
+                priority=draw(st.integers(0, 9)),
+                quantity=draw(st.integers(1, 3)),
+                unit=draw(st.sampled_from(units)),
+                changes=[(float(t), p) for t, p in changes],
+            )
+        )
+    capacity = {u: draw(st.integers(0, 8)) for u in units}
+    ordering = draw(st.sampled_from(list(Ordering)))
+    grace = draw(st.sampled_from([0.0, 0.0, 2.0]))
+    return workload(capacity, shares, jobs, ordering=ordering, grace_s=grace)
+
+
+def outcomes(result):
+    return {
+        job_id: (o.start_s, o.end_s, o.runs, tuple(o.preemptions))
+        for run in result.runs
+        for job_id, o in run.outcomes.items()
+    }

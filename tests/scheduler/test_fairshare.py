@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import replace
 
@@ -10,8 +11,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduler import Job, Share, Snapshot, Strategy, check_plan, plan_tick
-from scheduler.fairshare import Decayed, Policy, jain_index, standings
-from tests.scheduler.builders import EXAMPLES, snapshots
+from scheduler.fairshare import Counts, Decayed, Policy, jain_index, standings
+from scheduler.simulate import simulate
+from scheduler.simulate.__main__ import main
+from scheduler.simulate.fair_compare import with_policy
+from scheduler.simulate.workload import workload_to_json
+from tests.scheduler.builders import EXAMPLES, job, outcomes, snapshots, workload, workloads
 
 DAY = 86_400.0
 
@@ -102,3 +107,64 @@ def test_standing_is_use_over_weight():
 def test_jains_index():
     assert jain_index([5, 5, 5]) == pytest.approx(1.0)
     assert jain_index([9, 0, 0]) == pytest.approx(1 / 3)
+
+
+# -- the simulator under a policy -----------------------------------------------------------
+
+
+@settings(max_examples=EXAMPLES // 2, deadline=None, derandomize=True)
+@given(workloads(), st.sampled_from([5.0, 60.0, 3600.0]), st.sampled_from(list(Counts)))
+def test_the_simulators_shortcuts_change_no_outcome_under_a_policy(load, half_life, counts):
+    fair = with_policy(load, Policy(half_life, counts))
+    fast = simulate(fair, verify_skips=True)  # check=True: each plan meets the invariants
+    full = simulate(fair, fast=False)
+    assert outcomes(fast) == outcomes(full)
+
+
+def both_wait():
+    """a borrowed 2 GPUs for an hour; then a's job and b's wait for the owner's to end."""
+    shares = [
+        Share("owner", {"gpu": 2}, Strategy.LEND),
+        Share("a", {"gpu": 1}, Strategy.LEND_AND_BORROW),
+        Share("b", {"gpu": 1}, Strategy.LEND_AND_BORROW),
+    ]
+    jobs = [
+        job("a-past", "a", 0, 3600, quantity=3),
+        job("hold", "owner", 3600, 100, quantity=2),
+        job("a-next", "a", 3610, 600, quantity=3),
+        job("b-next", "b", 3620, 600, quantity=3),
+    ]
+    return workload({"gpu": 4}, shares, jobs)
+
+
+def test_when_both_wait_the_one_that_borrowed_less_goes_first():
+    load = both_wait()
+    assert simulate(load).outcome("a-next").start_s == 3700.0  # today: oldest first
+    fair = simulate(with_policy(load, Policy(DAY)))
+    assert fair.outcome("b-next").start_s == 3700.0
+    assert fair.outcome("a-next").start_s == 4300.0
+    (summary,) = fair.queue_summaries
+    assert summary["shares"]["a"]["borrowed_hours"] == pytest.approx(2.0 + 2 * 600 / 3600, abs=1e-3)
+    assert summary["borrowed_hours_jain"] is not None
+
+
+def test_the_command_line_compares_with_and_without(tmp_path, capsys):
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps(workload_to_json(both_wait())))
+    assert main(["--workload", str(path), "--fair-share", "1d", "--compare", "--json"]) == 0
+    printed = capsys.readouterr().out
+    assert "Jain index of borrowed hours" in printed
+    body = json.loads(printed.splitlines()[-1])
+    off, on = body["queues_without_fair_share"][0], body["queues_with_fair_share"][0]
+    assert off["shares"]["b"]["wait_p90_s"] > on["shares"]["b"]["wait_p90_s"]
+
+
+@pytest.mark.parametrize("text", ["", "7x", "-1d", "0", "d"])
+def test_a_bad_half_life_is_refused_with_what_to_write(text, capsys):
+    assert main(["--kueue-baseline", f"--fair-share={text}"]) == 2
+    assert "such as 7d, 12h" in capsys.readouterr().err
+
+
+def test_compare_needs_a_policy(capsys):
+    assert main(["--kueue-baseline", "--compare"]) == 2
+    assert "--compare needs --fair-share" in capsys.readouterr().err

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler import Ordering, Share, Strategy
+from scheduler import Share, Strategy
 from scheduler.simulate import QueueConfig, QueueWorkload, Running, WorkJob, Workload, simulate
 from scheduler.simulate.__main__ import main
 from scheduler.simulate.estimate import (
@@ -26,19 +26,11 @@ from scheduler.simulate.workload import (
     scaled,
     workload_to_json,
 )
+from tests.scheduler.builders import job, outcomes, workload, workloads
 
 EXAMPLES = int(os.environ.get("QP_PROPERTY_EXAMPLES", "200"))
 SAMPLE_TRACE = Path(__file__).parents[2] / "scheduler/simulate/traces/alibaba-openb-sample"
 FULL_TRACE = Path(os.environ.get("QP_TRACE_DIR", Path(__file__).parents[3] / "shared/traces"))
-
-
-def workload(capacity, shares, jobs, **config) -> Workload:
-    queue = QueueWorkload(QueueConfig("q", capacity, tuple(shares), **config), tuple(jobs))
-    return Workload("test", (queue,))
-
-
-def job(id, share, at, seconds, priority=0, quantity=1, unit="gpu", changes=()):
-    return WorkJob(id, share, unit, quantity, priority, float(at), float(seconds), tuple(changes))
 
 
 def times(result, job_id):
@@ -199,57 +191,13 @@ def test_the_full_alibaba_trace_loads_every_gpu_pod():
 # -- the shortcuts change nothing ---------------------------------------------------------------
 
 
-@st.composite
-def workloads(draw):
-    units = ("a", "b")
-    share_count = draw(st.integers(1, 5))
-    shares = []
-    for index in range(share_count):
-        strategy = draw(st.sampled_from(list(Strategy)))
-        borrow = draw(st.sampled_from([-1, 0, 50, 200])) if strategy == "LEND_AND_BORROW" else -1
-        limits = {
-            u: draw(st.integers(1, 4)) for u in draw(st.sets(st.sampled_from(units), min_size=1))
-        }
-        shares.append(
-            Share(f"s{index}", limits, strategy, borrow, draw(st.booleans()), draw(st.booleans()))
-        )
-    jobs = []
-    for index in range(draw(st.integers(1, 30))):
-        share = draw(st.sampled_from(shares))
-        changes = draw(st.lists(st.tuples(st.integers(0, 40), st.integers(0, 9)), max_size=1))
-        jobs.append(
-            job(
-                f"j{index}",
-                share.name,
-                draw(st.integers(0, 40)),
-                draw(st.integers(0, 15)),
-                priority=draw(st.integers(0, 9)),
-                quantity=draw(st.integers(1, 3)),
-                unit=draw(st.sampled_from(units)),
-                changes=[(float(t), p) for t, p in changes],
-            )
-        )
-    capacity = {u: draw(st.integers(0, 8)) for u in units}
-    ordering = draw(st.sampled_from(list(Ordering)))
-    grace = draw(st.sampled_from([0.0, 0.0, 2.0]))
-    return workload(capacity, shares, jobs, ordering=ordering, grace_s=grace)
-
-
-def _outcomes(result):
-    return {
-        job_id: (o.start_s, o.end_s, o.runs, tuple(o.preemptions))
-        for run in result.runs
-        for job_id, o in run.outcomes.items()
-    }
-
-
 @settings(max_examples=EXAMPLES, deadline=None, derandomize=True)
 @given(workloads(), st.sampled_from([None, None, 1.0, 3.0]))
 def test_skipped_ticks_folded_shares_and_short_queues_change_no_outcome(load, tick):
     # check=True: every plan of both runs also passes the invariant check.
     fast = simulate(load, tick_s=tick, verify_skips=True)
     full = simulate(load, tick_s=tick, fast=False)
-    assert _outcomes(fast) == _outcomes(full)
+    assert outcomes(fast) == outcomes(full)
     assert fast.summary["makespan_s"] == full.summary["makespan_s"]
 
 
@@ -258,7 +206,7 @@ def test_skipped_ticks_folded_shares_and_short_queues_change_no_outcome(load, ti
 def test_the_same_workload_gives_the_same_result_in_any_job_order(load):
     (queue,) = load.queues
     shuffled = Workload("r", (QueueWorkload(queue.config, tuple(reversed(queue.jobs))),))
-    assert _outcomes(simulate(load)) == _outcomes(simulate(shuffled))
+    assert outcomes(simulate(load)) == outcomes(simulate(shuffled))
 
 
 # -- the command line ------------------------------------------------------------------------
@@ -374,7 +322,7 @@ def test_the_shortcuts_change_nothing_on_a_busy_fleet_either(seed, uniform):
     fast = simulate(load, check=False, samples=0)
     full = simulate(load, check=False, fast=False, samples=0)
     assert fast.summary["preemptions"] > 0
-    assert _outcomes(fast) == _outcomes(full)
+    assert outcomes(fast) == outcomes(full)
 
 
 def test_a_running_job_longer_than_its_kind_is_expected_to_run_on_at_the_ranges_ends():
@@ -392,7 +340,6 @@ def test_a_running_job_longer_than_its_kind_is_expected_to_run_on_at_the_ranges_
 
 
 def test_the_jobs_to_come_repeat_the_last_stretch_of_arrivals():
-    from scheduler.simulate import WorkJob
     from scheduler.simulate.estimate import future_arrivals
 
     seen = [WorkJob(f"j{i}", "s", "u", 1 + i, 5 * i, 90.0 + 5 * i, 10.0) for i in range(3)]
