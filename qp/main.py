@@ -227,6 +227,7 @@ def show(job, as_json):
         f"{found['name']}  {found['id']}",
         f"  status     {found['status']}  {found['status_reason']}".rstrip(),
         f"  waiting    {words.waiting(found)}" if found.get("waiting_because") else "",
+        f"  fair share {found['fair_share_reason']}" if found.get("fair_share_reason") else "",
         f"  share      {found['job_queue']}/{found['quota_share']}  "
         f"{found['quantity']} × {found['capacity_unit']}, priority {found['scheduling_priority']}",
         f"  array      child {found['array']['index']} of {found['array']['name']}"
@@ -399,7 +400,8 @@ def _since(text: str) -> str:
 @click.option("--queue", help="Only this job queue.")
 @command
 def shares(queue, as_json):
-    """Quota shares: limit, used, borrowed and lent, per unit."""
+    """Quota shares: limit, used, borrowed and lent per unit, and each share's fair-share
+    standing (its decayed past use per weight; the lowest borrows first)."""
     api = client()
     queues = [q["name"] for q in api.get("job-queues/")["results"]]
     rows = []
@@ -407,25 +409,41 @@ def shares(queue, as_json):
         if queue and name != queue:
             continue
         snapshot = api.get(f"job-queues/{name}/snapshot/")
+        standing = _standings(api, name)
         for share, units in sorted(snapshot["share_utilization"].items()):
             for unit, figures in sorted(units.items()):
-                rows.append({"job_queue": name, "quota_share": share, "unit": unit, **figures})
+                rows.append(
+                    {
+                        "job_queue": name,
+                        "quota_share": share,
+                        "unit": unit,
+                        **figures,
+                        "fair_share_standing": standing.get(share),
+                    }
+                )
     if as_json:
         return rows
     table = Table(box=None, pad_edge=False, header_style="bold")
-    for column in ("QUEUE", "SHARE", "UNIT", "LIMIT", "USED", "BORROWED", "LENT"):
-        table.add_column(
-            column, justify="right" if column in ("LIMIT", "USED", "BORROWED", "LENT") else "left"
-        )
+    figures = ("LIMIT", "USED", "BORROWED", "LENT", "STANDING")
+    for column in ("QUEUE", "SHARE", "UNIT", *figures):
+        table.add_column(column, justify="right" if column in figures else "left")
     for row in rows:
+        standing = row["fair_share_standing"]
         table.add_row(
             row["job_queue"],
             row["quota_share"],
             row["unit"],
             *(str(row.get(k, 0)) for k in ("limit", "used", "borrowed", "lent")),
+            "—" if standing is None else f"{standing:,.1f} h",
         )
     out.print(table)
     return None
+
+
+def _standings(api, queue: str) -> dict:
+    """Share -> fair-share standing (instance-hours per weight; None without a policy)."""
+    found = api.get("quota-shares/", job_queue=queue, limit=1000)
+    return {share["name"]: share.get("fair_share_standing") for share in found["results"]}
 
 
 # -- completion ----------------------------------------------------------------------------

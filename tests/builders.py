@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -138,3 +139,62 @@ def another_queue(
     )
     add_share(admin, queue, share, team, capacity, strategy, unit=unit)
     return queue
+
+
+# -- fair share -------------------------------------------------------------------------------
+
+
+def fair_borrowers(admin):
+    """4 × a100 in queue "gpu": nlp's owner share lends 2; vision and speech (both of team
+    vision) each hold 1 and may borrow."""
+    _, queue = build_queue(admin)
+    add_share(admin, queue, "owner", "nlp", 2, "LEND")
+    add_share(admin, queue, "vision", "vision", 1, "LEND_AND_BORROW")
+    add_share(admin, queue, "speech", "vision", 1, "LEND_AND_BORROW")
+    return queue
+
+
+def borrowed_yesterday(share: str, hours: float) -> None:
+    """The usage rows of a share that borrowed `hours` instance-hours a day ago."""
+    from django.utils import timezone
+
+    from quotaportal.quotas.models import Team
+    from quotaportal.usage.models import HOUR, UsageHour
+
+    hour = (timezone.now() - timedelta(days=1)).replace(minute=0, second=0, microsecond=0)
+    UsageHour.objects.create(
+        hour=hour,
+        span=HOUR,
+        job_queue="gpu",
+        quota_share=share,
+        team=Team.objects.get(name="vision").name,
+        user="alice",
+        unit="a100",
+        instance_seconds=hours * 3600,
+        borrowed_instance_seconds=hours * 3600,
+    )
+
+
+def wants_to_borrow(people, queue) -> tuple:
+    """Each borrower holds its own GPU; then vision, and after it speech, want 2 more; a
+    tick after each. The two jobs that want more, as the ticks left them."""
+    from quotaportal.quotas.ticking.run import run_tick
+
+    for share in ("vision", "speech"):
+        services.submit_job(
+            people.alice, job_queue=queue, quota_share=share, name=f"{share}-own",
+            capacity_unit="a100", simulated_duration_seconds=3600,
+        )  # fmt: skip
+    run_tick(queue.id)
+    vision = services.submit_job(
+        people.alice, job_queue=queue, quota_share="vision", name="vision-more",
+        capacity_unit="a100", quantity=2,
+    )  # fmt: skip
+    speech = services.submit_job(
+        people.alice, job_queue=queue, quota_share="speech", name="speech-more",
+        capacity_unit="a100", quantity=2,
+    )  # fmt: skip
+    run_tick(queue.id)
+    vision.refresh_from_db()
+    speech.refresh_from_db()
+    return vision, speech

@@ -81,3 +81,20 @@ class NamedViewSet(
     def destroy(self, request, *args, **kwargs):
         services.delete_resource(request.user, self.get_object(), self.kind_name)
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class _NoBooleans:
+    """JSON's true and false are not numbers (DRF would read true as 1)."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictFloatField(_NoBooleans, serializers.FloatField):
+    pass
+
+
+class StrictIntegerField(_NoBooleans, serializers.IntegerField):
+    pass

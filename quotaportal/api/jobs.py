@@ -15,7 +15,7 @@ from rest_framework.response import Response
 
 from quotaportal.api import job_logs
 from quotaportal.api.common import NamedRef, no_nul_characters
-from quotaportal.quotas import selectors, services
+from quotaportal.quotas import selectors, services, standings
 from quotaportal.quotas.job_filters import JobFilter
 from quotaportal.quotas.models import (
     Backend,
@@ -125,6 +125,7 @@ JOB_STATE_FIELDS = [
     "status_reason",
     "pending_reason",
     "waiting_because",
+    "fair_share_reason",
     "position_in_share",
     "position_in_queue",
     "estimated_start_at",
@@ -186,6 +187,10 @@ class JobSerializer(serializers.ModelSerializer):
             "While it waits, why, in a few words (pending_reason's words while RUNNABLE, what "
             "it waits for while PENDING); null otherwise."
         )
+    )
+    fair_share_reason = serializers.SerializerMethodField(
+        help_text="While it waits to borrow under its queue's fair-share policy, which share "
+        "borrows first and why, in a sentence; null otherwise."
     )
     array = serializers.SerializerMethodField(
         help_text="The job array it belongs to ({id, name, index}); null for a single job."
@@ -253,6 +258,14 @@ class JobSerializer(serializers.ModelSerializer):
 
     def get_position_in_queue(self, job) -> int | None:
         return self._position(job, 1)
+
+    def get_fair_share_reason(self, job) -> str | None:
+        if job.shown_status != JobStatus.RUNNABLE or job.pending_reason != "NOTHING_TO_BORROW":
+            return None
+        words = self.context.setdefault("fair_share_words", {})  # read once per queue
+        if job.job_queue_id not in words:
+            words[job.job_queue_id] = standings.borrows_first_words(job.job_queue)
+        return words[job.job_queue_id].get(job.quota_share.name)
 
     def get_waiting_because(self, job) -> str | None:
         if job.status == JobStatus.PENDING:

@@ -7,9 +7,15 @@ from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from quotaportal.api.common import CapacityLimitSerializer, NamedRef, limits_to_dict, limits_to_list
+from quotaportal.api.common import (
+    CapacityLimitSerializer,
+    NamedRef,
+    StrictFloatField,
+    limits_to_dict,
+    limits_to_list,
+)
 from quotaportal.awsbatch.sync import drift as aws_drift
-from quotaportal.quotas import services
+from quotaportal.quotas import services, standings
 from quotaportal.quotas.errors import NotFound
 from quotaportal.quotas.models import (
     JobQueue,
@@ -30,6 +36,15 @@ class QuotaShareSerializer(serializers.ModelSerializer):
         min_value=-1, max_value=MAX_BORROW_LIMIT, required=False, allow_null=True
     )
     state = serializers.ChoiceField(choices=State.choices, default=State.ENABLED)
+    fair_share_weight = StrictFloatField(
+        required=False,
+        help_text="under the queue's fair-share policy, past use counts divided by this "
+        "(above 0; default 1)",
+    )
+    fair_share_standing = serializers.SerializerMethodField(
+        help_text="decayed past use per unit of weight, in instance-hours, as the planner "
+        "orders borrowers by it (lowest borrows first); null when the queue has no policy"
+    )
 
     class Meta:
         model = QuotaShare
@@ -43,9 +58,22 @@ class QuotaShareSerializer(serializers.ModelSerializer):
             "borrow_limit",
             "in_share_preemption",
             "state",
+            "fair_share_weight",
+            "fair_share_standing",
         ]
         read_only_fields = ["id"]
         validators = []  # uniqueness is checked by the service, with a message naming the queue
+
+    def get_fair_share_standing(self, share) -> float | None:
+        found = self._standings(share.job_queue)
+        return None if found is None else round(found.get(share.name, 0.0), 3)
+
+    def _standings(self, queue):
+        """Each queue's standings read once for a whole list."""
+        cache = self.context.setdefault("fair_share_standings", {})
+        if queue.pk not in cache:
+            cache[queue.pk] = standings.share_standings(queue)
+        return cache[queue.pk]
 
     def to_representation(self, instance):
         data = super().to_representation(instance)

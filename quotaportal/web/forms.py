@@ -20,7 +20,9 @@ from quotaportal.quotas.models import (
 )
 from quotaportal.quotas.names import shortened
 from quotaportal.quotas.permissions import is_platform_admin, team_ids
+from quotaportal.quotas.services.fairness import MAX_HALF_LIFE
 from quotaportal.quotas.services.job_fields import MAX_COMMAND_BYTES
+from scheduler.fairshare import Counts
 from scheduler.validation import MAX_BORROW_LIMIT
 
 LIMIT_ROWS = 5
@@ -170,6 +172,12 @@ class ShareForm(forms.Form):
         initial=State.ENABLED,
         help_text="A DISABLED share takes no new jobs; its idle capacity is lent.",
     )
+    fair_share_weight = forms.FloatField(
+        required=False,
+        label="Fair-share weight",
+        help_text="Under the queue's fair-share policy, past use counts divided by this: a "
+        "share of weight 2 may borrow twice as much before others go first. Empty = 1.",
+    )
     capacity_limits = forms.CharField(required=False, widget=forms.HiddenInput)  # carries errors
 
     def __init__(self, *args, editing: QuotaShare | None = None, **kwargs):
@@ -221,6 +229,7 @@ class ShareForm(forms.Form):
             "borrow_limit": share.borrow_limit if share.borrow_limit != -1 else None,
             "in_share_preemption": share.in_share_preemption,
             "state": share.state,
+            "fair_share_weight": share.fair_share_weight,
         }
         limits = share.capacity_limits.select_related("capacity_unit").order_by(
             "capacity_unit__name"
@@ -265,6 +274,9 @@ SAMPLE_TRACE_HELP = (
 )
 
 
+SHARE_PARTS = ("limits", "strategy", "borrow_limit", "in_share", "state", "weight")
+
+
 class WhatIfForm(forms.Form):
     """A draft of a queue's shares and capacity, and the workload to replay against it.
 
@@ -278,6 +290,19 @@ class WhatIfForm(forms.Form):
         max_length=500,
     )
     source = forms.ChoiceField(label="Replay", widget=forms.RadioSelect)
+    fair_share_half_life_hours = forms.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=MAX_HALF_LIFE // 3600,
+        label="Fair-share half-life (hours)",
+        help_text="Borrowers by decayed past use, lowest first (168 = a week); empty: none. "
+        "Draft it on (or off) to see its replay beside today's.",
+    )
+    fair_share_counts = forms.ChoiceField(
+        choices=[(c.value, f"{c.value} use") for c in Counts],
+        label="Fair share counts",
+        required=False,
+    )
     since_hours = forms.IntegerField(
         label="History to replay (hours)",
         min_value=1,
@@ -296,6 +321,10 @@ class WhatIfForm(forms.Form):
             folder = settings.QP_TRACE_DIR
             self.fields["source"].help_text = SAMPLE_TRACE_HELP.format(folder=folder)
         self.fields["capacity"].initial = unit_counts_text(draft["capacity"])
+        fair = draft.get("fair_share") or {}
+        half_life = fair.get("half_life_seconds")
+        self.fields["fair_share_half_life_hours"].initial = half_life // 3600 if half_life else None
+        self.fields["fair_share_counts"].initial = fair.get("counts", Counts.BORROWED.value)
         for index, share in enumerate(draft["shares"]):
             self._share_fields(f"s{index}", share["name"], share)
             self.fields[f"s{index}_remove"] = forms.BooleanField(
@@ -356,10 +385,16 @@ class WhatIfForm(forms.Form):
             initial=share.get("state", State.ENABLED),
             widget=forms.Select(attrs={"aria-label": f"State of {label}"}),
         )
+        self.fields[f"{prefix}_weight"] = forms.FloatField(
+            label="Fair-share weight",
+            required=False,
+            initial=share.get("weight", 1.0),
+            widget=forms.NumberInput(attrs={"aria-label": f"Fair-share weight of {label}"}),
+        )
 
     @property
     def capacity_fields(self):
-        return [self["capacity"]]
+        return [self["capacity"], self["fair_share_half_life_hours"], self["fair_share_counts"]]
 
     @property
     def workload_fields(self):
@@ -371,10 +406,7 @@ class WhatIfForm(forms.Form):
             {
                 "name": name,
                 "prefix": prefix,
-                "fields": [
-                    self[f"{prefix}_{part}"]
-                    for part in ("limits", "strategy", "borrow_limit", "in_share", "state")
-                ],
+                "fields": [self[f"{prefix}_{part}"] for part in SHARE_PARTS],
                 "remove": self[f"{prefix}_remove"],
             }
             for name, prefix in rows
@@ -386,10 +418,7 @@ class WhatIfForm(forms.Form):
         return {
             "name": self["new_name"],
             "team": self["new_team"],
-            "fields": [
-                self[f"new_{part}"]
-                for part in ("limits", "strategy", "borrow_limit", "in_share", "state")
-            ],
+            "fields": [self[f"new_{part}"] for part in SHARE_PARTS],
         }
 
     def clean_capacity(self):
@@ -415,7 +444,12 @@ class WhatIfForm(forms.Form):
                 shares.append(entry)
         if self.errors:
             return None
-        return {"capacity": data["capacity"], "shares": shares}
+        hours = data.get("fair_share_half_life_hours")
+        fair_share = {
+            "half_life_seconds": None if hours is None else hours * 3600,
+            "counts": data.get("fair_share_counts") or Counts.BORROWED.value,
+        }
+        return {"capacity": data["capacity"], "fair_share": fair_share, "shares": shares}
 
     def _share_entry(self, prefix: str, name: str) -> dict | None:
         data = self.cleaned_data
@@ -435,6 +469,7 @@ class WhatIfForm(forms.Form):
             else borrow,
             "in_share_preemption": data.get(f"{prefix}_in_share", False),
             "state": data.get(f"{prefix}_state") or State.ENABLED,
+            "weight": 1.0 if data.get(f"{prefix}_weight") is None else data[f"{prefix}_weight"],
         }
 
     def show_draft_errors(self, errors: dict[str, str]) -> None:

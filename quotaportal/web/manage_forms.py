@@ -15,8 +15,10 @@ from quotaportal.quotas.models import (
     State,
     Team,
 )
+from quotaportal.quotas.services.fairness import MAX_HALF_LIFE
 from quotaportal.quotas.services.resources import AWS_CONNECTION_FIELDS, MAX_GPUS_PER_UNIT
 from quotaportal.web.forms import parse_unit_counts
+from scheduler.fairshare import Counts
 
 # The names the services take (quotas.names: AWS's rule; units may hold dots), checked here
 # first so the form says so next to the field.
@@ -230,6 +232,30 @@ class QueueSettingsForm(forms.Form):
         help_text="Between SIGTERM and SIGKILL of a preempted job.",
     )
     state = forms.ChoiceField(choices=_choices(State.values), initial=State.ENABLED)
+    fair_share_half_life_hours = forms.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=MAX_HALF_LIFE // 3600,
+        label="Fair-share half-life (hours)",
+        help_text="With a half-life, shares borrow in order of their past use, which halves "
+        "every this many hours (168 = a week): the share that used least borrows first. "
+        "Empty: no fair-share policy (the oldest job borrows first).",
+    )
+    fair_share_counts = forms.ChoiceField(
+        choices=[(c.value, f"{c.value} use") for c in Counts],
+        initial=Counts.BORROWED.value,
+        required=False,
+        label="Fair share counts",
+        help_text="borrowed: only use beyond a share's limits counts; all: every use does.",
+    )
+
+
+def pop_fair_share(data: dict) -> dict:
+    """The policy fields out of a queue form's cleaned data, as usage.fairness.set_policy
+    takes them (the rest goes to the queue's service)."""
+    hours = data.pop("fair_share_half_life_hours", None)
+    counts = data.pop("fair_share_counts", None) or Counts.BORROWED.value
+    return {"half_life_seconds": None if hours is None else hours * 3600, "counts": counts}
 
 
 class QueueForm(QueueSettingsForm):

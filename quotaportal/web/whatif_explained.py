@@ -3,6 +3,7 @@ verdict on its replay against today's."""
 
 from __future__ import annotations
 
+from quotaportal.quotas.standings import half_life_words
 from quotaportal.web.numbers import duration, instance_hours
 
 SHARE_FIELDS = (
@@ -11,7 +12,9 @@ SHARE_FIELDS = (
     ("borrow_limit", "borrow limit"),
     ("in_share_preemption", "in-share preemption"),
     ("state", "state"),
+    ("weight", "fair-share weight"),
 )
+FIELD_DEFAULTS = {"weight": 1.0}  # what a share saved without the field has
 MEANINGFUL = 0.05  # a figure within 5 % of today's is "about the same"
 
 
@@ -36,6 +39,9 @@ def draft_changes(today: dict, draft: dict) -> list[str]:
         changes.append(
             f"Capacity: {_limits(today.get('capacity', {}))} → {_limits(draft.get('capacity', {}))}"
         )
+    fair = draft.get("fair_share")
+    if fair is not None and _policy(fair) != _policy(today.get("fair_share")):
+        changes.append(f"Fair share: {_policy(today.get('fair_share'))} → {_policy(fair)}")
     before = {s["name"]: s for s in today.get("shares", [])}
     for share in draft.get("shares", []):
         name = share["name"]
@@ -50,10 +56,20 @@ def draft_changes(today: dict, draft: dict) -> list[str]:
             )
             continue
         for field, label in SHARE_FIELDS:
-            old, new = before[name].get(field), share.get(field)
+            old = before[name].get(field, FIELD_DEFAULTS.get(field))
+            new = share.get(field, FIELD_DEFAULTS.get(field))
             if old != new:
                 changes.append(f"Share {name}: {label} {_shown(field, old)} → {_shown(field, new)}")
     return changes
+
+
+def _policy(fair: dict | None) -> str:
+    if not fair or fair.get("half_life_seconds") is None:
+        return "off"
+    return (
+        f"{fair.get('counts', 'borrowed')} use halving every "
+        f"{half_life_words(fair['half_life_seconds'])}"
+    )
 
 
 def _moved(old, new) -> bool:

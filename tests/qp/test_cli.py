@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from quotaportal.quotas.models import Job, JobAttempt
+from quotaportal.quotas.models import Job, JobAttempt, JobQueue
+from quotaportal.quotas.services.fairness import set_fair_share
 from quotaportal.quotas.ticking.loop import SchedulerLoop
 from tests.hosts.builders import Fleet, wait_until
 
@@ -180,3 +181,14 @@ def test_json_and_exit_codes_for_scripts(alice, fleet, people, live_server, tmp_
     listed = alice.json("jobs", "--me", "--status", "FAILED")
     assert [job["name"] for job in listed] == ["mine"]
     assert alice.run("completion", "bash").stdout.startswith("_qp_completion()")
+
+
+def test_shares_show_each_standing_under_a_fair_share_policy(alice, fleet, people):
+    (row,) = alice.json("shares")
+    assert (row["quota_share"], row["fair_share_standing"]) == ("vision", None)
+    assert "—" in alice.run("shares").stdout
+    queue = JobQueue.objects.get(name=row["job_queue"])
+    set_fair_share(people.admin, queue, half_life_seconds=3600, seed={"vision": 7200.0})
+    (row,) = alice.json("shares")
+    assert row["fair_share_standing"] == pytest.approx(2.0, abs=0.05)
+    assert "STANDING" in alice.run("shares").stdout

@@ -25,12 +25,7 @@ def policy_of(queue: JobQueue) -> Policy | None:
 
 
 def account_of(queue: JobQueue, policy: Policy) -> FairUse:
-    return FairUse.from_json(policy, _dated(queue.fair_use))
-
-
-def _dated(saved: dict) -> dict:
-    """A share seeded without a time (switched on before any tick) counts from its first."""
-    return {name: row for name, row in (saved or {}).items() if row[1] is not None}
+    return FairUse.from_json(policy, queue.fair_use)
 
 
 def standing(queue: JobQueue, names, now: datetime) -> dict[str, float] | None:

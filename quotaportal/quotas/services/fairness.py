@@ -8,8 +8,10 @@ keeps the account (bridge.fairness)."""
 from __future__ import annotations
 
 from django.db import transaction
+from django.utils import timezone
 
 from quotaportal.quotas.audit import record
+from quotaportal.quotas.backends import self_scheduling_backends
 from quotaportal.quotas.errors import InvalidInput
 from quotaportal.quotas.models import EventKind, JobQueue
 from quotaportal.quotas.permissions import require_admin
@@ -46,20 +48,30 @@ def set_fair_share(
     now=None,
 ) -> JobQueue:
     """Switch the queue's policy on (a half-life), change it, or off (None). `seed` (share
-    name -> decayed use as of `now`) starts the account when it is switched on."""
+    name -> decayed use as of `now`, by default this moment) starts the account when it is
+    switched on."""
     require_admin(actor, "change job queues")
     if errors := policy_errors(half_life_seconds, counts):
         raise InvalidInput(errors)
-    queue = JobQueue.objects.select_for_update().get(pk=queue.pk)
+    queue = (
+        JobQueue.objects.select_related("service_environment").select_for_update().get(pk=queue.pk)
+    )
+    backend = queue.service_environment.backend
+    if half_life_seconds is not None and backend in self_scheduling_backends():
+        raise InvalidInput(
+            {
+                "fair_share_half_life_seconds": f"a {backend} environment's own scheduler "
+                "orders its jobs, so a fair-share policy would change nothing there; it "
+                "applies to queues the portal plans (SIMULATED, LOCAL, SLURM)"
+            }
+        )
     was_on = queue.fair_share_half_life_seconds is not None
     queue.fair_share_half_life_seconds, queue.fair_share_counts = half_life_seconds, counts
     if half_life_seconds is None:
         queue.fair_use = {}
     elif not was_on:
-        at = now.timestamp() if now else None
-        queue.fair_use = {
-            name: [float(value), at, 0.0] for name, value in (seed or {}).items() if at
-        }
+        at = (now or timezone.now()).timestamp()
+        queue.fair_use = {name: [float(value), at, 0.0] for name, value in (seed or {}).items()}
     queue.save(update_fields=["fair_share_half_life_seconds", "fair_share_counts", "fair_use"])
     record(
         actor,

@@ -78,16 +78,19 @@ def limits_of(share: QuotaShare) -> dict[str, int]:
 MAX_WEIGHT = 1_000_000
 
 
-def _check_weight(weight) -> None:
+def weight_error(weight) -> str | None:
     if (
         isinstance(weight, bool)
         or not isinstance(weight, int | float)
-        or not 0 < weight <= MAX_WEIGHT
-        or weight != weight
+        or not 0 < weight <= MAX_WEIGHT  # NaN fails this too
     ):
-        raise InvalidInput(
-            {"fair_share_weight": f"a weight is a number above 0 and at most {MAX_WEIGHT:,}"}
-        )
+        return f"a weight is a number above 0 and at most {MAX_WEIGHT:,}"
+    return None
+
+
+def _check_weight(weight) -> None:
+    if error := weight_error(weight):
+        raise InvalidInput({"fair_share_weight": error})
 
 
 @transaction.atomic

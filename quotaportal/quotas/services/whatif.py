@@ -4,8 +4,12 @@ discard it.
 
 A draft is the whole queue as the admin wants it:
     {"capacity": {unit: n},
+     "fair_share": {"half_life_seconds": int | None, "counts": "borrowed" | "all"},
      "shares": [{"name", "limits": {unit: n}, "strategy", "borrow_limit", "in_share_preemption",
-                 "state", "team" (new shares only), "remove": bool}]}
+                 "state", "weight", "team" (new shares only), "remove": bool}]}
+A draft without "fair_share" keeps the queue's policy; a share without "weight" weighs 1.
+Both replays start with no past use (the account of a fair-share policy builds up as the
+replayed jobs borrow).
 Both replays use the environment's capacity (other queues on it are not replayed).
 """
 
@@ -35,9 +39,17 @@ from quotaportal.quotas.models import (
 )
 from quotaportal.quotas.permissions import require_admin
 from quotaportal.quotas.replays.history import queue_history
+from quotaportal.quotas.services.fairness import policy_errors, set_fair_share
 from quotaportal.quotas.services.resources import update_service_environment
-from quotaportal.quotas.services.shares import create_share, delete_share, limits_of, update_share
+from quotaportal.quotas.services.shares import (
+    create_share,
+    delete_share,
+    limits_of,
+    update_share,
+    weight_error,
+)
 from scheduler import Ordering, Share, Strategy
+from scheduler.fairshare import Counts, Policy
 from scheduler.simulate import QueueConfig, QueueWorkload, Workload, simulate, utilization_series
 from scheduler.simulate.loaders import SAMPLE_TRACE_DIR, alibaba_openb, find_trace_dir
 from scheduler.simulate.workload import WorkloadError
@@ -71,11 +83,23 @@ def draft_of(queue: JobQueue) -> dict:
                 else -1,
                 "in_share_preemption": share.in_share_preemption,
                 "state": share.state,
+                "weight": share.fair_share_weight,
                 "team": share.team.name,
                 "remove": False,
             }
         )
-    return {"capacity": bridge.environment_limits(queue.service_environment), "shares": shares}
+    return {
+        "capacity": bridge.environment_limits(queue.service_environment),
+        "fair_share": fair_share_of(queue),
+        "shares": shares,
+    }
+
+
+def fair_share_of(queue: JobQueue) -> dict:
+    return {
+        "half_life_seconds": queue.fair_share_half_life_seconds,
+        "counts": queue.fair_share_counts,
+    }
 
 
 def draft_errors(queue: JobQueue, draft: dict) -> dict[str, str]:
@@ -91,6 +115,8 @@ def draft_errors(queue: JobQueue, draft: dict) -> dict[str, str]:
         names.append(share["name"])
         if share.get("remove"):
             continue
+        if error := weight_error(share.get("weight", 1.0)):
+            errors[f"{where}.weight"] = error
         for key, message in share_config_errors(
             share["limits"], share["strategy"], share.get("borrow_limit", -1)
         ).items():
@@ -102,6 +128,8 @@ def draft_errors(queue: JobQueue, draft: dict) -> dict[str, str]:
             errors[f"{where}.team"] = "a new share needs an existing team"
     if len(names) != len(set(names)):
         errors["shares"] = "share names must be unique"
+    if (fair := draft.get("fair_share")) is not None:
+        errors |= policy_errors(fair.get("half_life_seconds"), fair.get("counts", "borrowed"))
     kept = [s for s in draft.get("shares", []) if not s.get("remove")]
     if len(kept) > MAX_SHARES_PER_QUEUE:
         errors["shares"] = f"a job queue holds at most {MAX_SHARES_PER_QUEUE} quota shares"
@@ -121,7 +149,21 @@ def _config(queue: JobQueue, draft: dict) -> QueueConfig:
         for s in draft["shares"]
         if not s.get("remove")
     )
-    return QueueConfig(queue.name, dict(draft["capacity"]), shares, Ordering(queue.ordering))
+    return QueueConfig(
+        queue.name,
+        dict(draft["capacity"]),
+        shares,
+        Ordering(queue.ordering),
+        fair_share=_policy(queue, draft),
+    )
+
+
+def _policy(queue: JobQueue, draft: dict) -> Policy | None:
+    fair = draft.get("fair_share") or fair_share_of(queue)
+    if fair.get("half_life_seconds") is None:
+        return None
+    weights = {s["name"]: float(s.get("weight", 1.0)) for s in draft["shares"]}
+    return Policy(float(fair["half_life_seconds"]), Counts(fair.get("counts", "borrowed")), weights)
 
 
 # -- running -------------------------------------------------------------------------------
@@ -303,8 +345,9 @@ class _Progress:
 
 
 @transaction.atomic
-def apply_what_if(actor, what_if: WhatIf) -> None:
-    """Make the queue what the draft says, through the services (each change audited)."""
+def apply_what_if(actor, what_if: WhatIf, fair_share_seed: dict | None = None) -> None:
+    """Make the queue what the draft says, through the services (each change audited).
+    `fair_share_seed` starts the account of a fair-share policy the draft switches on."""
     require_admin(actor, "apply what-if drafts")
     what_if = WhatIf.objects.select_for_update().get(pk=what_if.pk)
     if what_if.status != WhatIfStatus.DONE:
@@ -335,6 +378,7 @@ def apply_what_if(actor, what_if: WhatIf) -> None:
             else None,
             "in_share_preemption": bool(entry.get("in_share_preemption")),
             "state": entry.get("state", State.ENABLED),
+            "fair_share_weight": float(entry.get("weight", 1.0)),
         }
         if share is None:
             create_share(
@@ -346,6 +390,15 @@ def apply_what_if(actor, what_if: WhatIf) -> None:
             )
         elif _differs(share, fields):
             update_share(actor, share, **{k: v for k, v in fields.items() if v is not None})
+    fair = draft.get("fair_share")
+    if fair is not None and fair != fair_share_of(queue):
+        set_fair_share(
+            actor,
+            queue,
+            half_life_seconds=fair.get("half_life_seconds"),
+            counts=fair.get("counts", "borrowed"),
+            seed=fair_share_seed,
+        )
     what_if.status = WhatIfStatus.APPLIED
     what_if.save(update_fields=["status"])
 
@@ -359,6 +412,7 @@ def _differs(share: QuotaShare, fields: dict) -> bool:
         else None,
         "in_share_preemption": share.in_share_preemption,
         "state": share.state,
+        "fair_share_weight": share.fair_share_weight,
     }
     return current != fields
 

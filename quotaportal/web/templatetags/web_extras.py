@@ -17,6 +17,7 @@ SHARE_MAIN_FIELDS = (
     "borrow_limit",
     "in_share_preemption",
     "state",
+    "fair_share_weight",
 )
 
 

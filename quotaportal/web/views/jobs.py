@@ -11,7 +11,7 @@ from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRefresh
 
 from quotaportal.awsbatch.models import RemoteJob
-from quotaportal.quotas import selectors, services
+from quotaportal.quotas import selectors, services, standings
 from quotaportal.quotas.errors import Conflict, Forbidden, InvalidInput
 from quotaportal.quotas.job_filters import JobFilter
 from quotaportal.quotas.models import Backend, Job, JobQueue, JobStatus, QuotaShare
@@ -120,6 +120,7 @@ def _detail_context(request, job: Job, form: PriorityForm | None = None) -> dict
         "aws": aws,
         "remote": RemoteJob.objects.filter(job=job).first() if aws else None,
         "reason_text": PLAIN_REASONS.get(job.pending_reason, ""),
+        "fair_share_text": standings.waiting_words(job) if job.shown_status == "RUNNABLE" else "",
         "dependencies": [
             {**d, "words": DEPENDENCY_WORDS[d["type"]]} for d in selectors.dependencies(job)
         ],

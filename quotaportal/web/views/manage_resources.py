@@ -13,7 +13,7 @@ from django.views.decorators.http import require_POST
 
 from quotaportal.awsbatch.sync.client import Refused, Unavailable
 from quotaportal.awsbatch.sync.importer import import_queue
-from quotaportal.quotas import bridge, selectors, services
+from quotaportal.quotas import bridge, selectors, services, standings
 from quotaportal.quotas.errors import InvalidInput
 from quotaportal.quotas.models import (
     Backend,
@@ -25,6 +25,7 @@ from quotaportal.quotas.models import (
     Team,
 )
 from quotaportal.quotas.services import reservations, resources
+from quotaportal.usage import fairness as usage_fairness
 from quotaportal.web.forms import unit_counts_text
 from quotaportal.web.manage_forms import (
     AWS_FIELDS,
@@ -37,6 +38,7 @@ from quotaportal.web.manage_forms import (
     ReservationForm,
     UnitEditForm,
     UnitForm,
+    pop_fair_share,
 )
 from quotaportal.web.views.manage_common import (
     DeleteView,
@@ -281,7 +283,11 @@ class QueuesView(ListWithForm):
         return {"queues": queues.annotate(share_count=Count("quota_shares")).order_by("name")}
 
     def create(self, data: dict):
-        return services.create_job_queue(self.request.user, **data)
+        policy = pop_fair_share(data)
+        queue = services.create_job_queue(self.request.user, **data)
+        if policy["half_life_seconds"] is not None:
+            queue = usage_fairness.set_policy(self.request.user, queue, **policy)
+        return queue
 
     def created(self, queue):
         message = f"Created job queue {queue.name}. Now add its quota shares."
@@ -301,9 +307,12 @@ def queue(request, pk):
         JobQueue.objects.select_related("service_environment", "scheduling_policy"), pk=pk
     )
     initial = {field: getattr(queue, field) for field in QUEUE_SETTINGS}
+    half_life = queue.fair_share_half_life_seconds
+    initial["fair_share_half_life_hours"] = half_life // 3600 if half_life else None
+    initial["fair_share_counts"] = queue.fair_share_counts
     form = QueueSettingsForm(request.POST or None, initial=initial)
     if request.method == "POST":
-        done = saved(form, lambda d: services.update_job_queue(request.user, queue, **d))
+        done = saved(form, lambda data: _save_queue(request.user, queue, data))
         if done is not None:
             messages.success(request, f"Saved job queue {queue.name}.")
             return redirect("manage-queue", queue.pk)
@@ -314,8 +323,16 @@ def queue(request, pk):
         "shares": shares,
         "utilization": selectors.share_utilization(queue),
         "overcommitted": selectors.overcommitted_units(queue),
+        "standings": standings.share_standings(queue),
+        "half_life_words": standings.half_life_words(queue.fair_share_half_life_seconds or 1),
     }
     return page(request, "web/manage_queue.html", context, failed=bool(form.errors))
+
+
+def _save_queue(actor, queue: JobQueue, data: dict) -> JobQueue:
+    policy = pop_fair_share(data)
+    services.update_job_queue(actor, queue, **data)
+    return usage_fairness.set_policy(actor, queue, **policy)
 
 
 class QueueDeleteView(DeleteView):

@@ -10,7 +10,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from quotaportal.awsbatch.sync import drift as aws_drift
-from quotaportal.quotas import selectors, services
+from quotaportal.quotas import selectors, services, standings
 from quotaportal.quotas.errors import Conflict, Forbidden, InvalidInput
 from quotaportal.quotas.models import JobQueue, QuotaShare, State
 from quotaportal.quotas.permissions import is_platform_admin
@@ -35,6 +35,7 @@ def share_list(request):
     utilization = {q.pk: selectors.share_utilization(q) for q in queues}
     for queue in queues:
         queue.overcommitted = selectors.overcommitted_units(queue)
+        queue.standings = standings.share_standings(queue)
     return render(request, "web/shares.html", {"queues": queues, "utilization": utilization})
 
 
@@ -50,6 +51,9 @@ def _save(request, form: ShareForm, share: QuotaShare | None):
         "borrow_limit": data["borrow_limit"],
         "in_share_preemption": data["in_share_preemption"],
         "state": data["state"],
+        "fair_share_weight": 1.0
+        if data["fair_share_weight"] is None
+        else data["fair_share_weight"],
     }
     try:
         if share is None:
@@ -62,6 +66,10 @@ def _save(request, form: ShareForm, share: QuotaShare | None):
     except (InvalidInput, Conflict) as err:
         show_service_errors(form, err)
     return None
+
+
+def _or_one(weight: float | None) -> float:
+    return 1.0 if weight is None else weight
 
 
 @login_required

@@ -15,6 +15,7 @@ from quotaportal.quotas.errors import Conflict, Forbidden, InvalidInput
 from quotaportal.quotas.models import JobQueue, WhatIf
 from quotaportal.quotas.permissions import is_platform_admin
 from quotaportal.quotas.services import whatif
+from quotaportal.usage import fairness as usage_fairness
 from quotaportal.web.charts import replay_chart
 from quotaportal.web.forms import WhatIfForm
 from quotaportal.web.views.common import forbid_on
@@ -125,7 +126,7 @@ def _marks(today: dict, draft: dict) -> dict[str, str]:
 def what_if_apply(request, pk):
     run = get_object_or_404(WhatIf, pk=pk)
     try:
-        whatif.apply_what_if(request.user, run)
+        usage_fairness.apply_what_if(request.user, run)
     except Forbidden as err:
         forbid_on(err)
     except (Conflict, InvalidInput) as err:

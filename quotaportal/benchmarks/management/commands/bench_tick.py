@@ -37,6 +37,7 @@ from quotaportal.quotas.models import (
     ShareCapacityLimit,
     Team,
 )
+from quotaportal.quotas.services import fairness
 from quotaportal.quotas.ticking.run import run_tick
 from scheduler import Snapshot
 from scheduler.bench import synthetic_snapshot
@@ -197,11 +198,28 @@ class Command(BaseCommand):
             help="about how many jobs the growing tick should start",
         )
         parser.add_argument("--repeat", type=int, default=5)
+        parser.add_argument(
+            "--fair-share",
+            type=int,
+            metavar="HALF_LIFE_SECONDS",
+            help="tick under a fair-share policy of this half-life, each share with a past",
+        )
         parser.add_argument("--json", action="store_true")
 
     def handle(
-        self, *args, runnable, dispatched, shares, units, dispatch, repeat, json: bool, **options
+        self,
+        *args,
+        runnable,
+        dispatched,
+        shares,
+        units,
+        dispatch,
+        repeat,
+        json: bool,
+        fair_share=None,
+        **options,
     ):
+        self.fair_share = fair_share
         if min(shares, units, repeat) < 1 or min(*runnable, dispatched, dispatch) < 0:
             raise CommandError(
                 "sizes must be positive (runnable, dispatched and dispatch may be 0)"
@@ -225,11 +243,14 @@ class Command(BaseCommand):
             )
             snap = synthetic_snapshot(runnable, dispatched, shares, units)
             queue = seed_snapshot(snap, progress=_progress(say), explained=True)
+            if self.fair_share is not None:
+                queue = with_fair_share(queue, self.fair_share)
             say("settling: ticking until a tick changes nothing ...")
             settle(queue)
             return self.measure(queue, repeat, dispatch, say)
 
         figures = {"runnable": runnable, "dispatched": dispatched, "shares": shares}
+        figures["fair_share_half_life_s"] = self.fair_share
         figures.update(rolled_back(measure))
         figures["vendor"] = connection.vendor
         return figures
@@ -261,6 +282,14 @@ class Command(BaseCommand):
             "dispatch_tick_preempted": run.preempted,
             "dispatch_tick_error": run.error,
         }
+
+
+def with_fair_share(queue: JobQueue, half_life: int) -> JobQueue:
+    """The queue under a fair-share policy, each share with a different past (an hour more
+    than the one before it in name order)."""
+    names = QuotaShare.objects.filter(job_queue=queue).order_by("name").values_list("name")
+    past = {name: 3600.0 * index for index, (name,) in enumerate(names)}
+    return fairness.set_fair_share(None, queue, half_life_seconds=half_life, seed=past)
 
 
 class _Undone(Exception):
