@@ -30,21 +30,24 @@ def account_of(queue: JobQueue, policy: Policy) -> FairUse:
 
 def standing(queue: JobQueue, names, now: datetime) -> dict[str, float] | None:
     """Each share's standing now; None when the queue has no policy."""
-    policy = policy_of(queue)
-    if policy is None:
-        return None
-    return account_of(queue, policy).standing(now.timestamp(), names)
+    account = opened(queue, now)
+    return None if account is None else account.standing(now.timestamp(), names)
 
 
-def carried_on(
-    queue: JobQueue, usage: dict[str, dict[str, int]], limits: dict, now: datetime
-) -> dict | None:
-    """The account as of now, counting from now what each share holds after the plan
-    (`usage`: share -> unit -> instances); None when the queue has no policy."""
+def opened(queue: JobQueue, now: datetime) -> FairUse | None:
+    """The queue's account brought to now, for one tick; None when it has no policy."""
     policy = policy_of(queue)
     if policy is None:
         return None
     account = account_of(queue, policy)
-    account.standing(now.timestamp(), limits)
-    account.count(usage, limits)
-    return account.to_json()
+    account.standing(now.timestamp(), list(account.used))
+    return account
+
+
+def carried_on(account: FairUse | None, usage: dict[str, dict[str, int]], snapshot) -> dict:
+    """The queue row's fair_use once a tick's plan is applied: the account, counting from now
+    what each share holds (`usage`: share -> unit -> instances); {} without a policy."""
+    if account is None:
+        return {}
+    account.count(usage, {share.name: share.limits for share in snapshot.shares})
+    return {"fair_use": account.to_json()}

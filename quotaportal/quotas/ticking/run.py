@@ -340,15 +340,18 @@ def _tick_locked(queue: JobQueue, now, turn: _Turn) -> _Outcome:
             JobQueue.objects.filter(pk=queue.id).update(**sampled)
         _tick_at_next_change(queue, backend, now)
         return _Outcome(replanned=False, calls=calls)
-    loaded, plan = _plan(queue, now, fit_units, backend)
+    fair = fairness.opened(queue, now)  # the fair-share account, None without a policy
+    loaded, plan = _plan(queue, now, fit_units, backend, fair)
     check_plan(loaded.snapshot, plan, positions=False)
     if backend.schedules_itself or not backend.accepts_work(queue.service_environment):
         # AWS Batch dispatches, preempts and times out these jobs; a backend that cannot be
         # reached now (Slurm down) could carry nothing out, so the plan only explains, and
         # is planned again once the backend answers.
         bridge.write_pending(loaded, plan)
-        sampled = record_sample(queue, bridge.usage_after(loaded.snapshot, None), now)
+        usage = bridge.usage_after(loaded.snapshot, None)
+        sampled = record_sample(queue, usage, now)
         settled = backend.schedules_itself
+        sampled |= fairness.carried_on(fair, usage, loaded.snapshot)
         _remember_plan(queue, version, loaded, now, settled=settled, sampled=sampled)
         _tick_at_next_change(queue, backend, now)
         return _Outcome(replanned=True, calls=calls)
@@ -362,20 +365,22 @@ def _tick_locked(queue: JobQueue, now, turn: _Turn) -> _Outcome:
     dispatched = len(started)
     if dispatched or preempted:
         changes.dispatched(queue.service_environment_id, started, preempted)
-    sampled = record_sample(queue, bridge.usage_after(loaded.snapshot, plan), now)
+    usage = bridge.usage_after(loaded.snapshot, plan)
+    sampled = record_sample(queue, usage, now) | fairness.carried_on(fair, usage, loaded.snapshot)
     # Only a plan that changed nothing is a fixed point worth remembering; after any change
     # the next tick must plan again (a preempted job may start, a blocked share may move).
     settled = not dispatched and not preempted
-    _remember_plan(queue, version, loaded, now, settled=settled, sampled=sampled, plan=plan)
+    _remember_plan(queue, version, loaded, now, settled=settled, sampled=sampled)
     _tick_at_next_change(queue, backend, now)
     return _Outcome(replanned=True, calls=calls, dispatched=dispatched, preempted=preempted)
 
 
-def _plan(queue: JobQueue, now, fit_units, backend) -> tuple[bridge.Loaded, Plan]:
+def _plan(queue: JobQueue, now, fit_units, backend, fair) -> tuple[bridge.Loaded, Plan]:
     """Read and plan the queue: from the heads of its shares' lines when that is enough,
-    else every active job."""
+    else every active job; under a fair-share policy, with each share's standing."""
     terms = bridge.queue_terms(queue)
-    terms.standing = fairness.standing(queue, [r.share.name for r in terms.rows], now)
+    if fair is not None:
+        terms.standing = fair.standing(now.timestamp(), [r.share.name for r in terms.rows])
     if _reads_heads(queue, now, fit_units, terms, backend):
         return bridge.plan_heads(queue, now, terms, settings.QP_TICK_HEADS)
     loaded = bridge.load_snapshot(queue, now, fit_units, terms)
@@ -407,15 +412,11 @@ def _tick_at_next_change(queue: JobQueue, backend, now) -> None:
 
 
 def _remember_plan(
-    queue: JobQueue, version: int, loaded, now, *, settled: bool, sampled: dict, plan=None
+    queue: JobQueue, version: int, loaded, now, *, settled: bool, sampled: dict
 ) -> None:
     """The plan's memo on the queue row, with the sample just written (record_sample) and
-    the fair-share account carried on (what each share holds once `plan` is applied)."""
+    the fair-share account carried on."""
     jobs = loaded.snapshot.jobs
-    if loaded.snapshot.fair_standing is not None:
-        usage = bridge.usage_after(loaded.snapshot, plan)
-        limits = {share.name: share.limits for share in loaded.snapshot.shares}
-        sampled = {**sampled, "fair_use": fairness.carried_on(queue, usage, limits, now)}
     if loaded.full:
         waiting = sum(1 for job in jobs if job.dispatched_at is None)
         sampled = {**sampled, "fully_planned_at": now, "fully_planned_waiting": waiting}
