@@ -14,6 +14,7 @@ from django.utils import timezone
 from quotaportal.quotas import selectors
 from quotaportal.quotas.models import Backend, JobQueue
 from quotaportal.web.charts import share_colours, usage_chart
+from quotaportal.web.dashboard_cards import OTHERS, folded_samples, pick_cards
 from quotaportal.web.events import describe
 
 # The chart's windows: the picker's value, its button, its title's words, its span.
@@ -24,6 +25,7 @@ WINDOWS = {
     "7d": ("7 d", "7 days", timedelta(days=7)),
 }
 DEFAULT_WINDOW = "1h"
+OTHERS_COLOUR = "#9ca3af"  # the shares without a card, summed in the chart
 
 
 @login_required
@@ -55,8 +57,19 @@ def dashboard(request):
         colours = share_colours(row["share"].name for row in data["shares"])
         for row in data["shares"]:
             row["colour"] = colours[row["share"].name]
+        show_all = request.GET.get("shares") == "all"
+        find = request.GET.get("share", "")[:128]
+        cards = pick_cards(data["shares"], show_all=show_all, find=find)
+        history = data["history"]
+        if cards.hidden:
+            history = folded_samples(history, {row["share"].name for row in cards.shown})
+            colours = {**colours, OTHERS: OTHERS_COLOUR}
         context |= data | {
-            "chart": usage_chart(data["history"], data["capacity"], now, span, colours),
+            "shares": cards.shown,
+            "cards": cards,
+            "show_all": show_all,
+            "find": find,
+            "chart": usage_chart(history, data["capacity"], now, span, colours),
             "jobs_url": f"{reverse('job-list')}?job_queue={quote(queue.name)}&quota_share=",
             "aws": queue.service_environment.backend == Backend.AWS_BATCH,
             "connection": selectors.connection_health(queue.service_environment),
