@@ -13,6 +13,7 @@ from scheduler.model import UNLIMITED_BORROW, Share, Strategy
 MAX_CAPACITY_LIMITS = 5
 MAX_SHARES_PER_QUEUE = 20
 MIN_PRIORITY, MAX_PRIORITY = 0, 9999
+MIN_RETRY_ATTEMPTS, MAX_RETRY_ATTEMPTS = 1, 10  # AWS Batch's bounds on retryStrategy.attempts
 # Bounds on counts a person types, so every interface refuses 2**31 with a message instead of
 # an integer overflow in the database (AWS accepts no fleet or percentage near these either).
 MAX_INSTANCES = 1_000_000

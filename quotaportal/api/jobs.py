@@ -29,6 +29,7 @@ from quotaportal.quotas.reasons import SHORT_REASONS
 from quotaportal.quotas.services.job_fields import AFTER_KINDS, MAX_COMMAND_BYTES, MAX_TAG_VALUE
 from quotaportal.quotas.services.jobs import MAX_BATCH
 from scheduler.simulate.estimate import ASSUMPTION
+from scheduler.validation import MAX_PRIORITY, MAX_RETRY_ATTEMPTS, MIN_PRIORITY, MIN_RETRY_ATTEMPTS
 
 
 class PlacementSerializer(serializers.Serializer):
@@ -149,9 +150,13 @@ class JobSerializer(serializers.ModelSerializer):
     quota_share = serializers.CharField(source="share_name", max_length=128)
     capacity_unit = serializers.CharField(source="capacity_unit.name", max_length=64)
     submitted_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
-    scheduling_priority = serializers.IntegerField(min_value=0, max_value=9999, default=0)
+    scheduling_priority = serializers.IntegerField(
+        min_value=MIN_PRIORITY, max_value=MAX_PRIORITY, default=0
+    )
     quantity = serializers.IntegerField(min_value=1, max_value=100_000, default=1)
-    retry_attempts = serializers.IntegerField(min_value=1, max_value=10, default=1)
+    retry_attempts = serializers.IntegerField(
+        min_value=MIN_RETRY_ATTEMPTS, max_value=MAX_RETRY_ATTEMPTS, default=1
+    )
     evaluate_on_exit = EvaluateOnExitSerializer(many=True, required=False)
     preemption_retries_before_termination = serializers.IntegerField(
         min_value=0, max_value=1_000_000, required=False, allow_null=True
@@ -377,7 +382,7 @@ class BatchSubmitSerializer(serializers.Serializer):
 
 
 class PriorityUpdateSerializer(serializers.Serializer):
-    scheduling_priority = serializers.IntegerField(min_value=0, max_value=9999)
+    scheduling_priority = serializers.IntegerField(min_value=MIN_PRIORITY, max_value=MAX_PRIORITY)
 
 
 class TerminateSerializer(serializers.Serializer):

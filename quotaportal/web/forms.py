@@ -23,7 +23,13 @@ from quotaportal.quotas.permissions import is_platform_admin, team_ids
 from quotaportal.quotas.services.fairness import MAX_HALF_LIFE
 from quotaportal.quotas.services.job_fields import MAX_COMMAND_BYTES
 from scheduler.fairshare import Counts
-from scheduler.validation import MAX_BORROW_LIMIT
+from scheduler.validation import (
+    MAX_BORROW_LIMIT,
+    MAX_PRIORITY,
+    MAX_RETRY_ATTEMPTS,
+    MIN_PRIORITY,
+    MIN_RETRY_ATTEMPTS,
+)
 
 LIMIT_ROWS = 5
 
@@ -71,10 +77,10 @@ class JobSubmitForm(forms.Form):
         min_value=1, max_value=100_000, initial=1, help_text="Instances; all must fit at once."
     )
     scheduling_priority = forms.IntegerField(
-        min_value=0,
-        max_value=9999,
+        min_value=MIN_PRIORITY,
+        max_value=MAX_PRIORITY,
         initial=0,
-        help_text="0–9999; higher runs first within the share.",
+        help_text=f"{MIN_PRIORITY}–{MAX_PRIORITY}; higher runs first within the share.",
     )
     command = forms.CharField(
         required=False,
@@ -84,7 +90,9 @@ class JobSubmitForm(forms.Form):
         help_text="Run on the GPU host (LOCAL environments), as `sh -c`. The demo prefills a "
         "job that prints progress for two minutes and checkpoints when preempted.",
     )
-    retry_attempts = forms.IntegerField(min_value=1, max_value=10, initial=1)
+    retry_attempts = forms.IntegerField(
+        min_value=MIN_RETRY_ATTEMPTS, max_value=MAX_RETRY_ATTEMPTS, initial=1
+    )
     preemption_retries_before_termination = forms.IntegerField(
         min_value=0,
         max_value=1_000_000,
@@ -127,7 +135,7 @@ class JobSubmitForm(forms.Form):
 
 
 class PriorityForm(forms.Form):
-    scheduling_priority = forms.IntegerField(min_value=0, max_value=9999)
+    scheduling_priority = forms.IntegerField(min_value=MIN_PRIORITY, max_value=MAX_PRIORITY)
 
 
 class OutputForm(forms.Form):

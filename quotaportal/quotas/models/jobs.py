@@ -10,6 +10,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from quotaportal.quotas.models.resources import CapacityUnit, JobQueue, QuotaShare
+from scheduler.validation import MAX_PRIORITY, MAX_RETRY_ATTEMPTS, MIN_PRIORITY, MIN_RETRY_ATTEMPTS
 
 
 class JobStatus(models.TextChoices):
@@ -202,11 +203,16 @@ class Job(models.Model):
         constraints = [
             models.CheckConstraint(condition=Q(quantity__gte=1), name="job_quantity_at_least_1"),
             models.CheckConstraint(
-                condition=Q(scheduling_priority__gte=0, scheduling_priority__lte=9999),
+                condition=Q(
+                    scheduling_priority__gte=MIN_PRIORITY, scheduling_priority__lte=MAX_PRIORITY
+                ),
                 name="job_priority_range",
             ),
             models.CheckConstraint(
-                condition=Q(retry_attempts__gte=1, retry_attempts__lte=10), name="job_retry_range"
+                condition=Q(
+                    retry_attempts__gte=MIN_RETRY_ATTEMPTS, retry_attempts__lte=MAX_RETRY_ATTEMPTS
+                ),
+                name="job_retry_range",
             ),
             models.CheckConstraint(
                 condition=Q(attempt_duration_seconds__isnull=True)

@@ -11,7 +11,7 @@ from quotaportal.quotas.names import aws_name_error
 from quotaportal.quotas.permissions import can_change_job
 from quotaportal.quotas.services.retries import check_evaluate_on_exit
 from scheduler.dependencies import After
-from scheduler.validation import priority_error
+from scheduler.validation import MAX_RETRY_ATTEMPTS, MIN_RETRY_ATTEMPTS, priority_error
 
 
 def field_errors(fields: dict) -> dict[str, str]:
@@ -21,7 +21,11 @@ def field_errors(fields: dict) -> dict[str, str]:
         errors["scheduling_priority"] = error
     checks = {
         "quantity": (1, None, "quantity must be a whole number of at least 1"),
-        "retry_attempts": (1, 10, "retry_attempts must be between 1 and 10"),
+        "retry_attempts": (
+            MIN_RETRY_ATTEMPTS,
+            MAX_RETRY_ATTEMPTS,
+            f"retry_attempts must be between {MIN_RETRY_ATTEMPTS} and {MAX_RETRY_ATTEMPTS}",
+        ),
         "preemption_retries_before_termination": (
             0,
             None,

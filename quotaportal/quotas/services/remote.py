@@ -26,6 +26,7 @@ from quotaportal.quotas.models import (
     QuotaShare,
 )
 from quotaportal.quotas.ticking.changes import queue_changed
+from scheduler.validation import MAX_RETRY_ATTEMPTS, MIN_RETRY_ATTEMPTS
 
 REMOTE = "AWS Batch"  # how the audit log names who decided
 
@@ -193,7 +194,7 @@ def adopt_remote_job(
         quantity=max(1, quantity),
         scheduling_priority=state.scheduling_priority or 0,
         service_request_payload=payload,
-        retry_attempts=min(max(retry_attempts, 1), 10),
+        retry_attempts=min(max(retry_attempts, MIN_RETRY_ATTEMPTS), MAX_RETRY_ATTEMPTS),
         preemption_retries_before_termination=preemption_retries,
         attempt_duration_seconds=attempt_duration_seconds,
         tags=tags or {},
