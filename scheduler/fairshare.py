@@ -112,6 +112,10 @@ class FairUse:
             if held:
                 self.rates[name] = float(held)
 
+    def forget_all_but(self, names) -> None:
+        """Keep the account of these shares only."""
+        self.used = {name: use for name, use in self.used.items() if name in names}
+
     def to_json(self) -> dict:
         return {
             name: [use.value, use.at, self.rates.get(name, 0.0)] for name, use in self.used.items()

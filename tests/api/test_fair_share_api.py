@@ -8,6 +8,7 @@ import pytest
 
 from quotaportal.quotas import services
 from quotaportal.quotas.models import JobQueue
+from quotaportal.quotas.ticking.run import run_tick
 from tests.builders import borrowed_yesterday, fair_borrowers, wants_to_borrow
 
 WEEK = 7 * 86_400
@@ -185,3 +186,16 @@ def test_an_aws_batch_queue_refuses_a_policy_its_scheduler_would_ignore(as_user,
     assert answer.status_code == 400
     assert "own scheduler orders its jobs" in str(answer.json())
     assert JobQueue.objects.get(name="in-aws").fair_share_half_life_seconds is None
+
+
+def test_a_deleted_shares_past_leaves_the_account(people, as_user, borrowers):
+    borrowed_yesterday("speech", 5.0)
+    as_user("ada").patch(
+        "/api/v1/job-queues/gpu/", {"fair_share_half_life_seconds": WEEK}, format="json"
+    )
+    assert "speech" in JobQueue.objects.get(name="gpu").fair_use
+    speech = borrowers.quota_shares.get(name="speech")
+    services.update_share(people.admin, speech, state="DISABLED")
+    services.delete_share(people.admin, speech)
+    run_tick(borrowers.id)
+    assert "speech" not in JobQueue.objects.get(name="gpu").fair_use

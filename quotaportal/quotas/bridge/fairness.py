@@ -49,5 +49,7 @@ def carried_on(account: FairUse | None, usage: dict[str, dict[str, int]], snapsh
     what each share holds (`usage`: share -> unit -> instances); {} without a policy."""
     if account is None:
         return {}
-    account.count(usage, {share.name: share.limits for share in snapshot.shares})
+    limits = {share.name: share.limits for share in snapshot.shares}
+    account.forget_all_but(limits)  # a deleted share's past goes with it
+    account.count(usage, limits)
     return {"fair_use": account.to_json()}
