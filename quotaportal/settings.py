@@ -186,7 +186,7 @@ AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 # The submit form's suggested command (`manage.py demo` sets a watchable demo job).
 QP_EXAMPLE_COMMAND = os.environ.get("QP_EXAMPLE_COMMAND", "")
 
-# Scheduler loop and host health (DESIGN.md §7).
+# Scheduler loop and host health (docs/operators/settings.md).
 QP_TICK_SECONDS = envint("QP_TICK_SECONDS", 2)
 # The AWS-compatible endpoint names resources with ARNs of this region and account.
 QP_AWS_REGION = os.environ.get("QP_AWS_REGION", "us-east-1")

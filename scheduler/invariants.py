@@ -1,4 +1,5 @@
-"""Independent checks of a plan against the rules no plan may break (DESIGN.md §3).
+"""Independent checks of a plan against the rules no plan may break (docs/concepts.md,
+The scheduler).
 
 The checker replays the plan's dispatches in order on a fresh ledger and verifies at each
 step: capacity per unit never exceeded, RESERVE idle capacity never taken by another share,

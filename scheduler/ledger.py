@@ -1,10 +1,10 @@
 """Capacity accounting for one tick: who uses what, what is free, and what a share may take.
 
-Terms follow DESIGN.md §3. Per capacity unit u: C(u) is the capacity, U(s, u) a share's usage
-(instances of its dispatched jobs), F(u) = C(u) - sum U(s, u) the free capacity. The idle
-capacity of an ENABLED RESERVE share, max(0, L - U), is never usable by another share; all
-other free capacity is lendable. The ledger keeps the sum of reserved idle capacity per unit up
-to date on every change so each question below costs O(1).
+Terms follow docs/concepts.md, The scheduler. Per capacity unit u: C(u) is the capacity,
+U(s, u) a share's usage (instances of its dispatched jobs), F(u) = C(u) - sum U(s, u) the
+free capacity. The idle capacity of an ENABLED RESERVE share, max(0, L - U), is never usable
+by another share; all other free capacity is lendable. The ledger keeps the sum of reserved
+idle capacity per unit up to date on every change so each question below costs O(1).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""plan_tick: the quota-share scheduling algorithm of DESIGN.md §3, as a pure function.
+"""plan_tick: the quota-share scheduling algorithm of docs/concepts.md (The scheduler), as a
+pure function.
 
 One tick runs three steps in a fixed order (after step 0, which only acts when capacity was
 taken away under running jobs, e.g. a reservation ended: it preempts until usage fits,

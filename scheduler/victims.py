@@ -184,8 +184,9 @@ class _Freed:
 
 class _Reclaimed(_Freed):
     """What victims free for *another* share. A RESERVE share that loses a job straddling its
-    limit holds the part below its limit idle for itself again (DESIGN.md §3), so it gives the
-    preemptor no more than its borrowed amount, whichever of its jobs go."""
+    limit holds the part below its limit idle for itself again (docs/concepts.md, The
+    scheduler), so it gives the preemptor no more than its borrowed amount, whichever of its
+    jobs go."""
 
     def __init__(self, ledger: Ledger, unit: str) -> None:
         super().__init__()

@@ -57,7 +57,8 @@ class QueueConfig:
     ordering: Ordering = Ordering.STRICT
     # (at_s, capacity) pairs in time order: from at_s on, the units named have that capacity.
     capacity_changes: tuple[tuple[float, Mapping[str, int]], ...] = ()
-    # A preemptor's process starts only once its victims have had this long to exit (DESIGN §4).
+    # A preemptor's process starts only once its victims have had this long to exit
+    # (docs/concepts.md, Job lifecycle).
     grace_s: float = 0.0
     # Borrowers ordered by decayed past use (scheduler.fairshare); None: the oldest job first.
     fair_share: Policy | None = None

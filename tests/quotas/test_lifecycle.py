@@ -1,4 +1,4 @@
-"""The job lifecycle of DESIGN.md §4 on the SIMULATED backend."""
+"""The job lifecycle of docs/concepts.md (Job lifecycle) on the SIMULATED backend."""
 
 from __future__ import annotations
 

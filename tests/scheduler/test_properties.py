@@ -69,7 +69,8 @@ def test_pending_reasons_agree_with_the_share_settings(snapshot):
 def test_a_tick_on_its_own_outcome_takes_back_only_what_straddles_a_limit(snapshot):
     """Applying a plan and planning again never takes back capacity that was merely lent:
     a job the first tick started is preempted across shares only along with capacity its
-    share holds within its limit, since a borrowing job is taken whole (DESIGN.md §3). Either
+    share holds within its limit, since a borrowing job is taken whole (docs/concepts.md, The
+    scheduler). Either
     a victim straddles its share's limit (in-share preemption or lent capacity made it so),
     or it is an older job that lending put in front in victim order. Capacity lent alone is
     never worth taking back: the head that could not start on the first tick still could

@@ -1,6 +1,6 @@
 """The AWS_BATCH backend: the portal mirrors its configuration and jobs into AWS Batch with
-boto3 and pulls AWS's decisions back (DESIGN.md §5). AWS schedules these queues; the portal's
-planner only explains them.
+boto3 and pulls AWS's decisions back (docs/guides/aws-batch.md). AWS schedules these queues;
+the portal's planner only explains them.
 
 - client: boto3 clients from the standard credential chain, and a call budget per tick
 - shapes: portal rows and AWS answers in one comparable form

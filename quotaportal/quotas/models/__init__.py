@@ -1,4 +1,5 @@
-"""quotaportal's domain models (DESIGN.md §2). Writes go through quotas.services only."""
+"""quotaportal's domain models (docs/development/architecture.md). Writes go through
+quotas.services only."""
 
 from __future__ import annotations
 

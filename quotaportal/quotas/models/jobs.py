@@ -1,4 +1,4 @@
-"""Jobs and their attempts: the service-job lifecycle of DESIGN.md §4."""
+"""Jobs and their attempts: the service-job lifecycle of docs/concepts.md, Job lifecycle."""
 
 from __future__ import annotations
 

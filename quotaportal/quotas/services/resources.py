@@ -134,7 +134,7 @@ def update_capacity_unit(
 
 def delete_job_queue(actor, queue: JobQueue) -> None:
     """Refused while the queue has quota shares: deleting those terminates their jobs, which
-    an admin does share by share (DESIGN: a share is disabled before it is deleted)."""
+    an admin does share by share (a share is disabled before it is deleted: docs/guides/web.md)."""
     require_admin(actor, "delete job queues")
     shares = list(queue.quota_shares.order_by("name").values_list("name", flat=True))
     if shares:

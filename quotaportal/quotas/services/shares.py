@@ -161,7 +161,8 @@ def create_share(
 
 @transaction.atomic
 def update_share(actor, share: QuotaShare, **changes) -> QuotaShare:
-    """Apply an admin's edits. Lowering a limit never preempts by itself (DESIGN.md §3)."""
+    """Apply an admin's edits. Lowering a limit never preempts by itself (docs/concepts.md,
+    The scheduler)."""
     require_admin(actor, "change quota shares")
     unknown = sorted(set(changes) - set(EDITABLE))
     if unknown:
