@@ -265,12 +265,7 @@ class JobSerializer(serializers.ModelSerializer):
         return self._position(job, 1)
 
     def get_fair_share_reason(self, job) -> str | None:
-        if job.shown_status != JobStatus.RUNNABLE or job.pending_reason != "NOTHING_TO_BORROW":
-            return None
-        words = self.context.setdefault("fair_share_words", {})  # read once per queue
-        if job.job_queue_id not in words:
-            words[job.job_queue_id] = standings.borrows_first_words(job.job_queue)
-        return words[job.job_queue_id].get(job.quota_share.name)
+        return standings.waiting_reason(job, self.context.setdefault("fair_share_words", {}))
 
     def get_waiting_because(self, job) -> str | None:
         if job.status == JobStatus.PENDING:

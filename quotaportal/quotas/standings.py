@@ -70,8 +70,11 @@ def borrows_first_words(queue: JobQueue, now: datetime | None = None) -> dict[st
     return words
 
 
-def waiting_words(job) -> str:
-    """Why a job whose share may borrow waits under the fair-share policy ("" otherwise)."""
-    if job.pending_reason != "NOTHING_TO_BORROW":
-        return ""
-    return borrows_first_words(job.job_queue).get(job.quota_share.name, "")
+def waiting_reason(job, words: dict) -> str | None:
+    """Why a RUNNABLE job whose share may borrow waits under the fair-share policy; None
+    otherwise. `words` (queue id -> borrows_first_words) lets a list read each queue once."""
+    if job.shown_status != "RUNNABLE" or job.pending_reason != "NOTHING_TO_BORROW":
+        return None
+    if job.job_queue_id not in words:
+        words[job.job_queue_id] = borrows_first_words(job.job_queue)
+    return words[job.job_queue_id].get(job.quota_share.name)

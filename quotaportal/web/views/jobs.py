@@ -120,7 +120,7 @@ def _detail_context(request, job: Job, form: PriorityForm | None = None) -> dict
         "aws": aws,
         "remote": RemoteJob.objects.filter(job=job).first() if aws else None,
         "reason_text": PLAIN_REASONS.get(job.pending_reason, ""),
-        "fair_share_text": standings.waiting_words(job) if job.shown_status == "RUNNABLE" else "",
+        "fair_share_text": standings.waiting_reason(job, {}),
         "dependencies": [
             {**d, "words": DEPENDENCY_WORDS[d["type"]]} for d in selectors.dependencies(job)
         ],
