@@ -46,23 +46,33 @@ def set_policy(
 ) -> JobQueue:
     """Switch the queue's fair-share policy on (seeded with its past), change it, or off."""
     now = timezone.now()
-    past = None
-    switched_on = half_life_seconds is not None and queue.fair_share_half_life_seconds is None
-    if switched_on and not fairness.policy_errors(half_life_seconds, counts):
-        past = seed(queue, half_life_seconds, counts, now)
     return fairness.set_fair_share(
-        actor, queue, half_life_seconds=half_life_seconds, counts=counts, seed=past, now=now
+        actor,
+        queue,
+        half_life_seconds=half_life_seconds,
+        counts=counts,
+        seed=_past_if_switched_on(queue, half_life_seconds, counts, now),
+        now=now,
     )
 
 
 def apply_what_if(actor, what_if: WhatIf) -> None:
     """Apply a what-if's draft; a fair-share policy it switches on starts from the past."""
     require_admin(actor, "apply what-if drafts")
-    queue = what_if.job_queue
     fair = what_if.draft.get("fair_share") or {}
-    half_life, counts = fair.get("half_life_seconds"), fair.get("counts", Counts.BORROWED)
-    past = None
+    past = _past_if_switched_on(
+        what_if.job_queue,
+        fair.get("half_life_seconds"),
+        fair.get("counts", Counts.BORROWED),
+        timezone.now(),
+    )
+    whatif.apply_what_if(actor, what_if, fair_share_seed=past)
+
+
+def _past_if_switched_on(queue: JobQueue, half_life, counts, now: datetime) -> dict | None:
+    """The seed of a valid policy that switches the queue's on; None otherwise (a policy
+    already on keeps its account; a bad one is refused by the service with its message)."""
     switched_on = half_life is not None and queue.fair_share_half_life_seconds is None
     if switched_on and not fairness.policy_errors(half_life, counts):
-        past = seed(queue, half_life, counts, timezone.now())
-    whatif.apply_what_if(actor, what_if, fair_share_seed=past)
+        return seed(queue, half_life, counts, now)
+    return None
