@@ -18,6 +18,8 @@ ADVISORY_LOCKS = {
     "usage_rollup": 80_404,
     # (namespace, webhook.id): one sender of a webhook's deliveries at a time, in order.
     "webhook_send": 80_405,
+    # (namespace, 0): one refresh of the start-time estimates at a time across workers.
+    "estimate_refresh": 80_406,
 }
 
 

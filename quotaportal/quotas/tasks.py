@@ -50,7 +50,7 @@ def tick_all_queues() -> None:
 @shared_task(ignore_result=True)
 def refresh_all_estimates() -> None:
     """Beat's task: start-time estimates of every queue with jobs waiting."""
-    estimates.refresh_all_estimates()
+    estimates.refresh_paced()
 
 
 @shared_task(ignore_result=True)

@@ -144,3 +144,33 @@ def test_estimates_wait_for_a_tick_in_progress_instead_of_writing_beside_it(
         holder.close()
     estimates.refresh_estimates(fleet.queue)
     assert Job.objects.filter(status="RUNNABLE", estimated_start_at__isnull=False).count() == 2
+
+
+def test_one_paced_estimate_refresh_at_a_time_and_each_followed_by_rest(people, fleet, monkeypatch):
+    """Refreshes back to back on every worker process left none to tick (the Kueue-shape
+    replay took over 900 s, not 86): a refresh runs only while no other does, and a process
+    rests REST_FACTOR times as long as its last refresh took."""
+    for i in range(6):  # four start, two wait
+        submit(people.alice, fleet, name=f"w{i}", simulated_duration_seconds=60)
+    run_tick(fleet.queue.pk)
+    assert Job.objects.filter(status="RUNNABLE").count() == 2
+    monkeypatch.setattr(estimates._Pace, "resting_until", 0.0)
+    holder = connection.copy()  # another worker's refresh in progress
+    key = [ADVISORY_LOCKS["estimate_refresh"], 0]
+    try:
+        with holder.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_lock(%s, %s)", key)
+        assert estimates.refresh_paced() is None
+        assert not Job.objects.filter(estimated_start_at__isnull=False).exists()
+        with holder.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_unlock(%s, %s)", key)
+    finally:
+        holder.close()
+
+    monkeypatch.setattr(estimates, "REST_FACTOR", 3600.0)  # rest an hour a second of work
+    assert estimates.refresh_paced() >= 1
+    assert Job.objects.filter(estimated_start_at__isnull=False).exists()
+    Job.objects.update(estimated_start_at=None)
+    assert estimates.refresh_paced() is None, "resting after its refresh"
+    assert not Job.objects.filter(estimated_start_at__isnull=False).exists()
+    assert estimates.refresh_all_estimates() >= 1, "an unpaced refresh (a test, a command) runs"

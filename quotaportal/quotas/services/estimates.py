@@ -11,13 +11,14 @@ jobs, in the order the queue serves them, and a bounded number of simulated even
 from __future__ import annotations
 
 import logging
+import time
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from quotaportal.infra.locks import lock_environment
+from quotaportal.infra.locks import lock_environment, session_lock
 from quotaportal.quotas import bridge, selectors
 from quotaportal.quotas.models import ACTIVE, Job, JobQueue, JobStatus, State
 from scheduler.simulate import QueueConfig, WorkJob
@@ -37,7 +38,34 @@ log = logging.getLogger(__name__)
 HISTORY = 500  # finished jobs per queue the expected durations are taken from
 STORE_LOCK_SECONDS = 2.0  # how long the write waits for a tick of the environment to end
 
-__all__ = ["ASSUMPTION", "refresh_all_estimates", "refresh_estimates"]
+__all__ = ["ASSUMPTION", "refresh_all_estimates", "refresh_estimates", "refresh_paced"]
+
+# One paced refresh at a time across all workers, and a process that ran one for D seconds
+# starts none for REST_FACTOR x D: estimates hold at most one worker process at a time and
+# about a tenth of the workers' time however big the queues, and the ticks keep the rest.
+# (Refreshes back to back on both worker processes left none to tick the Kueue shape.)
+REST_FACTOR = 9.0
+
+
+class _Pace:
+    resting_until = 0.0  # time.monotonic() before which this process starts no paced refresh
+
+
+def refresh_paced() -> int | None:
+    """The beat's and the embedded loop's refresh: one at a time across all workers (an
+    advisory lock a killed worker lets go of at once) and paced by REST_FACTOR. The number
+    of jobs estimated, or None when skipped (another refresh runs, or this one rests)."""
+    if time.monotonic() < _Pace.resting_until:
+        return None
+    with session_lock("estimate_refresh") as taken:
+        if not taken:
+            return None
+        began = time.monotonic()
+        try:
+            return refresh_all_estimates()
+        finally:
+            ended = time.monotonic()
+            _Pace.resting_until = ended + REST_FACTOR * (ended - began)
 
 
 def refresh_all_estimates(now: datetime | None = None) -> int:

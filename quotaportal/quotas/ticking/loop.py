@@ -71,7 +71,7 @@ class SchedulerLoop(threading.Thread):
 
     def refresh_estimates(self) -> None:
         try:
-            estimates.refresh_all_estimates()
+            estimates.refresh_paced()
         except Exception:  # estimates are a hint; the loop goes on without them
             log.exception("start-time estimates failed")
 
