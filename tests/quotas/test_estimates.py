@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from quotaportal.quotas import services
+from quotaportal.quotas import bridge, services
 from quotaportal.quotas.models import Job
 from quotaportal.quotas.services.estimates import refresh_all_estimates, refresh_estimates
 from quotaportal.quotas.ticking.run import run_tick
@@ -119,3 +119,48 @@ def test_a_job_behind_jobs_running_longer_than_usual_gets_an_uncertain_range_not
     body = client.get(f"/api/v1/jobs/{waiting.pk}/").json()
     assert body["estimated_start_range"]["uncertain"] is True
     assert body["estimated_start_range"]["latest"] is not None
+
+
+def test_only_the_first_waiting_jobs_in_serving_order_are_read_and_estimated(
+    people, fleet, settings
+):
+    """The estimate reads the queue's first QP_ESTIMATE_MAX_WAITING waiting jobs across its
+    shares, by priority then age (bridge.fronts), not the whole queue; the rest get none."""
+    settings.QP_ESTIMATE_MAX_WAITING = 3
+    t0 = timezone.now().replace(microsecond=0)
+    for i in range(4):  # the four a100 busy for a minute, too urgent to be preempted
+        submit(
+            people.admin,
+            fleet,
+            share="nlp" if i < 2 else "vision",
+            name=f"busy{i}",
+            scheduling_priority=100,
+            simulated_duration_seconds=60,
+        )
+    run_tick(fleet.queue.id, now=t0)
+    assert Job.objects.filter(status="SCHEDULED").count() == 4
+    old_low = submit(people.admin, fleet, share="nlp", name="old_low", simulated_duration_seconds=5)
+    urgent = submit(
+        people.admin,
+        fleet,
+        share="vision",
+        name="urgent",
+        scheduling_priority=50,
+        simulated_duration_seconds=5,
+    )
+    later = [
+        submit(people.admin, fleet, share=share, name=f"later{i}", simulated_duration_seconds=5)
+        for i, share in enumerate(("vision", "nlp", "vision"))
+    ]
+    run_tick(fleet.queue.id, now=t0 + timedelta(seconds=1))
+
+    fronts = bridge.read_fronts(fleet.queue, bridge.queue_terms(fleet.queue), t0, 3)
+    waiting = [known.work.id for known in fronts if known.dispatched_at is None]
+    assert waiting == [str(urgent.pk), str(old_low.pk), str(later[0].pk)]
+    assert sum(known.dispatched_at is not None for known in fronts) == 4
+
+    assert refresh_estimates(fleet.queue, now=t0 + timedelta(seconds=2)) == 3
+    estimated = set(
+        Job.objects.filter(estimated_start_at__isnull=False).values_list("name", flat=True)
+    )
+    assert estimated == {"urgent", "old_low", "later0"}

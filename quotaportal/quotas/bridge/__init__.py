@@ -14,6 +14,7 @@ from quotaportal.quotas.bridge.apply import (
     apply_plan,
     write_pending,
 )
+from quotaportal.quotas.bridge.fronts import read_fronts
 from quotaportal.quotas.bridge.heads import plan_heads, reads_heads
 from quotaportal.quotas.bridge.snapshot import (
     ACTIVE_JOBS_SQL,
@@ -58,6 +59,7 @@ __all__ = [
     "next_reservation_end",
     "plan_heads",
     "queue_terms",
+    "read_fronts",
     "reads_heads",
     "scheduler_share",
     "share_limits",

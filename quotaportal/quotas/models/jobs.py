@@ -185,6 +185,16 @@ class Job(models.Model):
                 "id",
                 name="job_share_line",
             ),
+            # A queue's waiting jobs in the order it serves them: a start-time estimate reads
+            # the first few thousand through it, however long the queue (bridge.fronts).
+            models.Index(
+                "job_queue",
+                models.F("scheduling_priority").desc(),
+                "created_at",
+                "id",
+                condition=Q(status="RUNNABLE"),
+                name="job_queue_waiting",
+            ),
             models.Index(fields=["-created_at"], name="job_created"),
             # The LOCAL backend's sweep for preemptions whose completion went unrecorded.
             models.Index(

@@ -4,8 +4,9 @@ Running jobs end after their expected remaining time and waiting jobs run for th
 duration (scheduler.simulate.estimate.Durations: a SIMULATED job's own duration, else the
 median of recent jobs of the same share and size capped by the job's time limit, ...). The
 result is stored on each RUNNABLE job; the beat (or the embedded loop) refreshes it every
-QP_ESTIMATE_SECONDS. The cost per queue is bounded: at most QP_ESTIMATE_MAX_WAITING waiting
-jobs, in the order the queue serves them, and a bounded number of simulated events.
+QP_ESTIMATE_SECONDS. The cost per queue is bounded whatever its length: it reads the
+dispatched jobs and at most QP_ESTIMATE_MAX_WAITING waiting ones, in the order the queue serves
+them (bridge.fronts, one index range), and simulates a bounded number of events.
 """
 
 from __future__ import annotations
@@ -20,14 +21,14 @@ from django.utils import timezone
 
 from quotaportal.infra.locks import lock_environment, session_lock
 from quotaportal.quotas import bridge, selectors
-from quotaportal.quotas.models import ACTIVE, Job, JobQueue, JobStatus, State
+from quotaportal.quotas.models import Job, JobQueue, JobStatus, State
+from scheduler import Ordering
 from scheduler.simulate import QueueConfig, WorkJob
 from scheduler.simulate.estimate import (
     ARRIVAL_WINDOW_S,
     ASSUMPTION,
     Durations,
     Estimate,
-    Known,
     estimate_ranges,
     quantile_scenarios,
     scenarios_with_arrivals,
@@ -89,25 +90,17 @@ def refresh_all_estimates(now: datetime | None = None) -> int:
 def refresh_estimates(queue: JobQueue, now: datetime | None = None) -> int:
     """Simulate the queue forward and store each RUNNABLE job's estimated start and range."""
     now = now or timezone.now()
-    snapshot = bridge.load_snapshot(queue).snapshot
-    details = _job_details(queue)
+    terms = bridge.queue_terms(queue)
+    capacity = bridge.capacity_of(queue, now)
+    known = bridge.read_fronts(queue, terms, now, settings.QP_ESTIMATE_MAX_WAITING)
     durations = _recent_durations(queue)
-    known = []
-    for job in snapshot.jobs:
-        limit_s, simulated_s, started_at = details.get(job.id, (None, None, None))
-        work = WorkJob(job.id, job.share, job.unit, job.quantity, job.priority, job.created_at, 0)
-        elapsed = now.timestamp() - (started_at or now).timestamp()
-        known.append(Known(work, job.dispatched_at, elapsed, limit_s, simulated_s))
     scenarios = quantile_scenarios(known, durations)
-    for q, (running, waiting) in scenarios.items():
-        waiting.sort(key=lambda w: (-w.priority, w.submit_s, w.id))
-        scenarios[q] = (running, waiting[: settings.QP_ESTIMATE_MAX_WAITING])
     config = QueueConfig(
         queue.name,
-        snapshot.capacity,
-        snapshot.shares,
-        snapshot.ordering,
-        capacity_changes=_reserved_changes(queue, snapshot.capacity, now),
+        capacity,
+        terms.shares,
+        Ordering(queue.ordering),
+        capacity_changes=_reserved_changes(queue, capacity, now),
     )
     if not scenarios[0.5][1]:
         return _store(queue, {}, set(), now)
@@ -166,13 +159,6 @@ def _reserved_changes(queue: JobQueue, capacity: dict, now: datetime) -> tuple:
         )
         for change in upcoming
     )
-
-
-def _job_details(queue: JobQueue) -> dict[str, tuple]:
-    rows = Job.objects.filter(job_queue=queue, status__in=ACTIVE).values_list(
-        "id", "attempt_duration_seconds", "simulated_duration_seconds", "started_at"
-    )
-    return {str(pk): (limit, simulated, started) for pk, limit, simulated, started in rows}
 
 
 def _recent_durations(queue: JobQueue) -> Durations:

@@ -4,7 +4,8 @@ Seeds a synthetic queue (scheduler.bench's generator) straight into the database
 a tick changes nothing, then reports medians of: ticks that change nothing (`tick_ms`; they
 see the queue's version unchanged and skip planning), the same ticks forced to plan in full
 (`replan_ms`, as after a change elsewhere), and the tick's read of the active jobs alone
-(`select_ms`, the floor of reading the state once); then one tick that dispatches about
+(`select_ms`, the floor of reading the state once), a start-time estimate's read and whole
+refresh (`estimate_read_ms`, `estimate_ms`); then one tick that dispatches about
 --dispatch jobs after the capacity grows.
 Everything runs in a transaction that is rolled back, so the database is left as it was.
 """
@@ -18,6 +19,7 @@ import time
 from datetime import UTC, datetime
 from itertools import islice
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connection, transaction
 from django.db.models import F, Sum
@@ -37,7 +39,7 @@ from quotaportal.quotas.models import (
     ShareCapacityLimit,
     Team,
 )
-from quotaportal.quotas.services import fairness
+from quotaportal.quotas.services import estimates, fairness
 from quotaportal.quotas.ticking.run import run_tick
 from scheduler import Snapshot
 from scheduler.bench import synthetic_snapshot
@@ -268,6 +270,9 @@ class Command(BaseCommand):
             setup=lambda: forget_last_plan(queue, every_job=True),
         )
         select_ms = median_ms(lambda: raw_select(queue.id), repeat)
+        say("timing start-time estimates (the read alone, then a whole refresh) ...")
+        estimate_read_ms = median_ms(lambda: _read_fronts(queue), repeat)
+        estimate_ms = median_ms(lambda: estimates.refresh_estimates(queue), repeat)
         say(f"growing capacity so about {dispatch:,} jobs can start, {repeat} times ...")
         grow_ms, run = _dispatch_tick_ms(queue, dispatch, repeat)
         return {
@@ -277,11 +282,19 @@ class Command(BaseCommand):
             "replan_ms": round(replan_ms, 2),
             "replan_ratio": round(replan_ms / select_ms, 2),
             "full_plan_ms": round(full_ms, 2),
+            "estimate_read_ms": round(estimate_read_ms, 2),
+            "estimate_ms": round(estimate_ms, 2),
             "dispatch_tick_ms": round(grow_ms, 2),
             "dispatch_tick_started": run.dispatched,
             "dispatch_tick_preempted": run.preempted,
             "dispatch_tick_error": run.error,
         }
+
+
+def _read_fronts(queue: JobQueue) -> None:
+    """What a start-time estimate reads of the queue, alone."""
+    now = datetime.now(UTC)
+    bridge.read_fronts(queue, bridge.queue_terms(queue), now, settings.QP_ESTIMATE_MAX_WAITING)
 
 
 def with_fair_share(queue: JobQueue, half_life: int) -> JobQueue:
