@@ -164,3 +164,14 @@ def test_only_the_first_waiting_jobs_in_serving_order_are_read_and_estimated(
         Job.objects.filter(estimated_start_at__isnull=False).values_list("name", flat=True)
     )
     assert estimated == {"urgent", "old_low", "later0"}
+
+    settings.QP_ESTIMATE_MAX_WAITING = 1  # the others fall out of the front: theirs is cleared
+    assert refresh_estimates(fleet.queue, now=t0 + timedelta(seconds=3)) == 1
+    assert list(
+        Job.objects.filter(estimated_start_at__isnull=False).values_list("name", flat=True)
+    ) == ["urgent"]
+    assert (
+        not Job.objects.filter(status="RUNNABLE", estimated_start_latest__isnull=False)
+        .exclude(name="urgent")
+        .exists()
+    )

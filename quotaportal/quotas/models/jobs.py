@@ -195,6 +195,13 @@ class Job(models.Model):
                 condition=Q(status="RUNNABLE"),
                 name="job_queue_waiting",
             ),
+            # The waiting jobs that hold a start-time estimate: a refresh clears those it no
+            # longer estimates without reading the whole queue.
+            models.Index(
+                fields=["job_queue"],
+                condition=Q(status="RUNNABLE", estimated_start_at__isnull=False),
+                name="job_estimated",
+            ),
             models.Index(fields=["-created_at"], name="job_created"),
             # The LOCAL backend's sweep for preemptions whose completion went unrecorded.
             models.Index(
