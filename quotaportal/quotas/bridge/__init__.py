@@ -14,7 +14,7 @@ from quotaportal.quotas.bridge.apply import (
     apply_plan,
     write_pending,
 )
-from quotaportal.quotas.bridge.fronts import read_fronts
+from quotaportal.quotas.bridge.fronts import read_fronts, waiting_in_order
 from quotaportal.quotas.bridge.heads import plan_heads, reads_heads
 from quotaportal.quotas.bridge.snapshot import (
     ACTIVE_JOBS_SQL,
@@ -67,5 +67,6 @@ __all__ = [
     "timestamp",
     "usable_capacity",
     "usage_after",
+    "waiting_in_order",
     "write_pending",
 ]

@@ -14,6 +14,7 @@ from quotaportal.quotas.bridge.snapshot import Terms
 from quotaportal.quotas.models import DISPATCHED, Job, JobQueue, JobStatus
 from scheduler.simulate import WorkJob
 from scheduler.simulate.estimate import Known
+from scheduler.validation import MIN_PRIORITY
 
 # The order a queue serves its waiting jobs in, as job_queue_waiting holds them.
 WAITING_ORDER = ("-scheduling_priority", "created_at", "id")
@@ -37,12 +38,25 @@ def read_fronts(queue: JobQueue, terms: Terms, now: datetime, first: int) -> lis
     preempted job whose ranks still stop is in neither (as in the tick's snapshot)."""
     jobs = Job.objects.filter(job_queue=queue, quota_share__isnull=False, preemption_stopping=False)
     dispatched = jobs.filter(status__in=DISPATCHED).values_list(*_FIELDS)
-    waiting = jobs.filter(status=JobStatus.RUNNABLE).order_by(*WAITING_ORDER)
+    waiting = waiting_in_order(queue)
     shares, units, at = terms.names, terms.units, now.timestamp()
     known = [_running(row, shares, units, at) for row in dispatched]
     if first > 0:
         known += [_waiting(row, shares, units) for row in waiting.values_list(*_FIELDS)[:first]]
     return known
+
+
+def waiting_in_order(queue: JobQueue):
+    """The queue's waiting jobs in serving order, read through job_queue_waiting (slice it)."""
+    # The priority bound is the index's condition: it lets this read use the index.
+    waiting = Job.objects.filter(
+        job_queue=queue,
+        status=JobStatus.RUNNABLE,
+        scheduling_priority__gte=MIN_PRIORITY,
+        quota_share__isnull=False,
+        preemption_stopping=False,
+    )
+    return waiting.order_by(*WAITING_ORDER)
 
 
 def _work(row: tuple, shares: dict, units: dict) -> WorkJob:

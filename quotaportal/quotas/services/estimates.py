@@ -210,7 +210,7 @@ def _store_locked(
     queue: JobQueue, estimates: dict[str, Estimate], guessed: set[str], now: datetime
 ) -> int:
     changed = []
-    for pk, stored in _stored(queue, estimates).items():
+    for pk, stored in _stored(queue).items():
         estimate = estimates.get(str(pk)) or Estimate(None, None, None)
         values = (
             _moment(estimate.expected),
@@ -227,15 +227,18 @@ def _store_locked(
     return sum(1 for e in estimates.values() if e.expected is not None)
 
 
-def _stored(queue: JobQueue, estimates: dict[str, Estimate]) -> dict:
-    """What is stored for the waiting jobs estimated now and for those that hold an estimate
-    from before (the job_estimated index): not the whole queue."""
-    waiting = Job.objects.filter(job_queue=queue, status=JobStatus.RUNNABLE)
-    now_estimated = waiting.filter(pk__in=list(estimates))
-    before = waiting.filter(estimated_start_at__isnull=False).exclude(pk__in=list(estimates))
+def _stored(queue: JobQueue) -> dict:
+    """What is stored for the front of the queue (the jobs estimated now, read again through
+    the same index) and for the jobs holding an estimate from before (job_estimated): not the
+    whole queue. (Listing the estimated ids instead let PostgreSQL test every waiting job
+    against thousands of ids: minutes at 300k.)"""
+    front = bridge.waiting_in_order(queue)[: settings.QP_ESTIMATE_MAX_WAITING]
+    before = Job.objects.filter(
+        job_queue=queue, status=JobStatus.RUNNABLE, estimated_start_at__isnull=False
+    )
     return {
         row[0]: row[1:]
-        for rows in (now_estimated, before)
+        for rows in (front, before)
         for row in rows.values_list("id", *ESTIMATE_FIELDS)
     }
 
