@@ -76,17 +76,7 @@ def seed_snapshot(snap: Snapshot, progress=None, *, explained: bool = False) -> 
     )
     share_rows = _seed_shares(queue, snap, unit_rows, Team.objects.create(name=tag))
     _seed_jobs(queue, snap, share_rows, unit_rows, progress, explained)
-    _analyze()
     return queue
-
-
-def _analyze() -> None:
-    """Statistics of the seeded rows, as autovacuum gathers them after a burst of submits
-    (inside the benchmark's transaction, rolled back with it): planned on a table statistics
-    call empty, a tick's reads walked every waiting job through the wrong index."""
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("ANALYZE quotas_job")
 
 
 def _seed_shares(queue: JobQueue, snap: Snapshot, unit_rows: dict, team: Team) -> dict:
