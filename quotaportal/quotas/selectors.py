@@ -79,20 +79,18 @@ def jobs_of_user_teams(user, queryset):
 
 
 def share_utilization(
-    queue: JobQueue, shares=None, capacity=None, used=None
+    queue: JobQueue, shares=None, capacity=None
 ) -> dict[str, dict[str, dict[str, int]]]:
     """Per share and unit: used, limit, borrowed, lent, idle and short, as
-    scheduler.utilization.share_breakdown attributes them (the simulator's reports too).
-    `used` (share name -> unit -> instances dispatched) when the caller has read it."""
+    scheduler.utilization.share_breakdown attributes them (the simulator's reports too)."""
     capacity = bridge.capacity_of(queue) if capacity is None else capacity
-    if used is None:
-        used = defaultdict(dict)
-        for share_name, unit, total in (
-            Job.objects.filter(job_queue=queue, status__in=DISPATCHED)
-            .values_list("quota_share__name", "capacity_unit__name")
-            .annotate(total=Sum("quantity"))
-        ):
-            used[share_name][unit] = total
+    used: dict[str, dict[str, int]] = defaultdict(dict)
+    for share_name, unit, total in (
+        Job.objects.filter(job_queue=queue, status__in=DISPATCHED)
+        .values_list("quota_share__name", "capacity_unit__name")
+        .annotate(total=Sum("quantity"))
+    ):
+        used[share_name][unit] = total
     if shares is None:
         shares = list(QuotaShare.objects.filter(job_queue=queue).order_by("name"))
     limits = defaultdict(dict)
@@ -249,22 +247,16 @@ def queue_snapshot(queue: JobQueue, front: int = 100) -> dict:
     }
 
 
-def share_activity(queue: JobQueue) -> tuple[dict[int, dict[str, int]], dict]:
-    """In one read of the queue's active jobs: share id -> {"runnable": n, "running": m},
-    and share id -> unit -> instances dispatched."""
+def share_job_counts(queue: JobQueue) -> dict[int, dict[str, int]]:
+    """share id -> {"runnable": n, "running": m} in one query."""
     counts: dict[int, dict[str, int]] = defaultdict(lambda: {"runnable": 0, "running": 0})
-    used: dict[int, dict[str, int]] = defaultdict(dict)
-    for share_id, status, unit, n, total in (
+    for share_id, status, n in (
         Job.objects.filter(job_queue=queue, status__in=(JobStatus.RUNNABLE, *DISPATCHED))
-        .values_list("quota_share_id", "status", "capacity_unit__name")
-        .annotate(n=Count("id"), total=Sum("quantity"))
+        .values_list("quota_share_id", "status")
+        .annotate(n=Count("id"))
     ):
-        if status == JobStatus.RUNNABLE:
-            counts[share_id]["runnable"] += n
-            continue
-        counts[share_id]["running"] += n
-        used[share_id][unit] = used[share_id].get(unit, 0) + total
-    return counts, used
+        counts[share_id]["runnable" if status == JobStatus.RUNNABLE else "running"] += n
+    return counts
 
 
 def recent_preemptions(queue: JobQueue, limit: int = 8):
@@ -329,9 +321,8 @@ def queue_dashboard(queue: JobQueue, since) -> dict:
         QuotaShare.objects.filter(job_queue=queue).select_related("team").order_by("name")
     )
     capacity = bridge.capacity_of(queue)
-    counts, used_by_id = share_activity(queue)
-    used = {share.name: used_by_id[share.id] for share in shares if share.id in used_by_id}
-    utilization = share_utilization(queue, shares, capacity, used)  # nothing read again
+    utilization = share_utilization(queue, shares, capacity)  # the same rows, not read again
+    counts = share_job_counts(queue)
     rows = []
     for share in shares:
         units = []
