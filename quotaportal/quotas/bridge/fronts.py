@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from quotaportal.quotas.bridge.snapshot import Terms
+from quotaportal.quotas.bridge.snapshot import PLANNED_JOB_FIELDS, Terms
 from quotaportal.quotas.models import DISPATCHED, Job, JobQueue, JobStatus
 from scheduler.simulate import WorkJob
 from scheduler.simulate.estimate import Known
@@ -20,12 +20,7 @@ from scheduler.validation import MIN_PRIORITY
 WAITING_ORDER = ("-scheduling_priority", "created_at", "id")
 
 _FIELDS = (
-    "id",
-    "quota_share_id",
-    "capacity_unit_id",
-    "quantity",
-    "scheduling_priority",
-    "created_at",
+    *PLANNED_JOB_FIELDS,
     "scheduled_at",
     "started_at",
     "attempt_duration_seconds",
@@ -34,29 +29,27 @@ _FIELDS = (
 
 
 def read_fronts(queue: JobQueue, terms: Terms, now: datetime, first: int) -> list[Known]:
-    """The queue's dispatched jobs, then its first `first` waiting jobs in serving order. A
-    preempted job whose ranks still stop is in neither (as in the tick's snapshot)."""
-    jobs = Job.objects.filter(job_queue=queue, quota_share__isnull=False, preemption_stopping=False)
-    dispatched = jobs.filter(status__in=DISPATCHED).values_list(*_FIELDS)
-    waiting = waiting_in_order(queue)
+    """The queue's dispatched jobs, then its first `first` waiting jobs in serving order."""
+    dispatched = _considered(queue).filter(status__in=DISPATCHED).values_list(*_FIELDS)
+    waiting = waiting_in_order(queue)[:first].values_list(*_FIELDS)
     shares, units, at = terms.names, terms.units, now.timestamp()
-    known = [_running(row, shares, units, at) for row in dispatched]
-    if first > 0:
-        known += [_waiting(row, shares, units) for row in waiting.values_list(*_FIELDS)[:first]]
-    return known
+    running = [_running(row, shares, units, at) for row in dispatched]
+    return running + [_waiting(row, shares, units) for row in waiting]
 
 
 def waiting_in_order(queue: JobQueue):
     """The queue's waiting jobs in serving order, read through job_queue_waiting (slice it)."""
     # The priority bound is the index's condition: it lets this read use the index.
-    waiting = Job.objects.filter(
-        job_queue=queue,
-        status=JobStatus.RUNNABLE,
-        scheduling_priority__gte=MIN_PRIORITY,
-        quota_share__isnull=False,
-        preemption_stopping=False,
+    waiting = _considered(queue).filter(
+        status=JobStatus.RUNNABLE, scheduling_priority__gte=MIN_PRIORITY
     )
     return waiting.order_by(*WAITING_ORDER)
+
+
+def _considered(queue: JobQueue):
+    """The queue's jobs an estimate considers: in a share, and not a preempted job whose ranks
+    still stop (as in the tick's snapshot)."""
+    return Job.objects.filter(job_queue=queue, quota_share__isnull=False, preemption_stopping=False)
 
 
 def _work(row: tuple, shares: dict, units: dict) -> WorkJob:

@@ -363,6 +363,17 @@ ACTIVE_JOBS_SQL = """
 """
 
 
+# The columns a scheduler job is made of, in its fields' order (the share and unit by id).
+PLANNED_JOB_FIELDS = (
+    "id",
+    "quota_share_id",
+    "capacity_unit_id",
+    "quantity",
+    "scheduling_priority",
+    "created_at",
+)
+
+
 def active_columns(queue_id: int) -> tuple[list, ...]:
     """The queue's active jobs, one list per column: ids, share ids, unit ids, quantities,
     priorities, created, dispatched (None while RUNNABLE) and pending reasons. A preempted job
@@ -379,17 +390,7 @@ def active_columns(queue_id: int) -> tuple[list, ...]:
         quota_share__isnull=False,
         status__in=(JobStatus.RUNNABLE, *DISPATCHED),
         preemption_stopping=False,
-    ).values_list(
-        "id",
-        "quota_share_id",
-        "capacity_unit_id",
-        "quantity",
-        "scheduling_priority",
-        "created_at",
-        "scheduled_at",
-        "status",
-        "pending_reason",
-    )
+    ).values_list(*PLANNED_JOB_FIELDS, "scheduled_at", "status", "pending_reason")
     converted = [
         (
             str(r[0]),

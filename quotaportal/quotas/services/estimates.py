@@ -259,13 +259,7 @@ def _write(changed: list[tuple]) -> None:
     columns = ", ".join(f"{quote(field.column)} = %s" for field in fields)
     sql = f"UPDATE {quote(Job._meta.db_table)} SET {columns} WHERE {quote(pk.column)} = %s"
     params = [
-        [
-            *(
-                field.get_db_prep_save(v, connection)
-                for field, v in zip(fields, values, strict=True)
-            ),
-            pk.get_db_prep_value(job_id, connection),
-        ]
+        [*map(_db_value, fields, values), pk.get_db_prep_value(job_id, connection)]
         for job_id, values in changed
     ]
     with connection.cursor() as cursor:
