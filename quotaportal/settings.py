@@ -208,11 +208,15 @@ QP_IMMEDIATE_TICKS = envbool("QP_IMMEDIATE_TICKS", True)
 # A tick re-plans a queue nothing has changed at least this often, as a safety net.
 QP_FULL_REPLAN_SECONDS = envint("QP_FULL_REPLAN_SECONDS", 30)
 # A STRICT queue's tick reads the first QP_TICK_HEADS jobs of each share's line (more where
-# the plan needs them) and every job only every QP_FULL_PLAN_SECONDS (0: every tick).
+# the plan needs them); every job is read and planned every QP_FULL_PLAN_SECONDS outside the
+# tick lock (ticking.full_plan, beat's "plan-queues-fully"), by a tick itself only when that
+# has not come for twice as long (0: every tick reads every job).
 QP_TICK_HEADS = envint("QP_TICK_HEADS", 8)
 if QP_TICK_HEADS < 1:
     raise ValueError(f"QP_TICK_HEADS must be at least 1, got {QP_TICK_HEADS}")
 QP_FULL_PLAN_SECONDS = envint("QP_FULL_PLAN_SECONDS", 300)
+# How often beat looks for a queue whose full plan is due.
+QP_FULL_PLAN_CHECK_SECONDS = envint("QP_FULL_PLAN_CHECK_SECONDS", 30)
 # ... once at least this many jobs waited at its last full read (a shorter queue is read whole).
 QP_HEADS_FROM_WAITING = envint("QP_HEADS_FROM_WAITING", 20_000)
 # /healthz answers 503 when an ENABLED queue has not ticked for this long (beat or worker down).
@@ -345,6 +349,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "quotaportal.usage.tasks.roll_up_usage",
         "schedule": float(QP_USAGE_ROLLUP_SECONDS),
         "options": {"expires": max(QP_USAGE_ROLLUP_SECONDS - 0.5, 0.5)},
+    },
+    "plan-queues-fully": {
+        "task": "quotaportal.quotas.tasks.plan_queues_fully",
+        "schedule": float(QP_FULL_PLAN_CHECK_SECONDS),
+        "options": {"expires": max(QP_FULL_PLAN_CHECK_SECONDS - 0.5, 0.5)},
     },
     "refresh-estimates": {
         "task": "quotaportal.quotas.tasks.refresh_all_estimates",

@@ -118,6 +118,10 @@ class Explanation(Mapping):
     def __len__(self) -> int:
         return len(self._worked_out())
 
+    def items(self):
+        # The dict's own view: Mapping's would call __getitem__ once per job.
+        return self._worked_out().items()
+
     @property
     def ranking(self) -> tuple[str, ...]:
         self._worked_out()

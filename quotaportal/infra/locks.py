@@ -20,6 +20,8 @@ ADVISORY_LOCKS = {
     "webhook_send": 80_405,
     # (namespace, 0): one refresh of the start-time estimates at a time across workers.
     "estimate_refresh": 80_406,
+    # (namespace, job_queue.id): one full plan of a queue outside its tick lock at a time.
+    "full_plan": 80_407,
 }
 
 

@@ -11,7 +11,7 @@ from celery import shared_task
 
 from quotaportal.quotas.services import estimates, whatif
 from quotaportal.quotas.services.history import prune_history
-from quotaportal.quotas.ticking import requests
+from quotaportal.quotas.ticking import full_plan, requests
 from quotaportal.quotas.ticking.run import run_tick, run_tick_waiting, tickable_queue_ids
 
 
@@ -51,6 +51,12 @@ def tick_all_queues() -> None:
 def refresh_all_estimates() -> None:
     """Beat's task: start-time estimates of every queue with jobs waiting."""
     estimates.refresh_paced()
+
+
+@shared_task(ignore_result=True)
+def plan_queues_fully() -> None:
+    """Beat's task: the periodic full plan of long queues, outside their tick lock."""
+    full_plan.plan_due_queues()
 
 
 @shared_task(ignore_result=True)

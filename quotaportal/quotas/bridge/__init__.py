@@ -12,6 +12,7 @@ from quotaportal.quotas.bridge.apply import (
     RECENT_PREEMPTIONS_KEPT,
     RETRIES_EXHAUSTED,
     apply_plan,
+    changed_reasons,
     write_pending,
 )
 from quotaportal.quotas.bridge.fronts import read_fronts, waiting_in_order
@@ -52,6 +53,7 @@ __all__ = [
     "apply_plan",
     "capacity_now",
     "capacity_of",
+    "changed_reasons",
     "environment_limits",
     "fit_targets",
     "load_snapshot",

@@ -57,7 +57,13 @@ RETRIES_EXHAUSTED = "Preemption retries exhausted"
 
 
 def apply_plan(
-    queue: JobQueue, loaded: Loaded, plan: Plan, now: datetime, *, stops_at_once: bool = True
+    queue: JobQueue,
+    loaded: Loaded,
+    plan: Plan,
+    now: datetime,
+    *,
+    stops_at_once: bool = True,
+    reasons: list[tuple[str, str]] | None = None,
 ) -> tuple[list[str], int]:
     """Write a plan: start jobs, preempt victims, store pending reasons.
 
@@ -65,11 +71,13 @@ def apply_plan(
     so its preemption completes now; otherwise the backend says when it has (a LOCAL job's
     ranks exit after their grace period).
 
+    `reasons`: changed_reasons(loaded, plan), when worked out already.
+
     Returns the ids of the jobs started (in plan order) and how many jobs were preempted.
     """
     started = _start_jobs(queue, plan, now)
     preempted = _preempt_victims(queue, plan, now, stops_at_once)
-    write_pending(loaded, plan)
+    write_pending(loaded, plan, reasons)
     return started, preempted
 
 
@@ -278,12 +286,19 @@ def _preempt(job: Job, preemption, queue: JobQueue, now: datetime, stopped: bool
     return events
 
 
-def write_pending(loaded: Loaded, plan: Plan) -> int:
-    """Store pending reasons, touching only the rows whose reason changed."""
+def changed_reasons(loaded: Loaded, plan: Plan) -> list[tuple[str, str]]:
+    """(job id, reason) of each waiting job whose reason the plan changes."""
     before = loaded.pending
-    changed = [
+    return [
         (job_id, p.reason) for job_id, p in plan.pending.items() if before.get(job_id) != p.reason
     ]
+
+
+def write_pending(loaded: Loaded, plan: Plan, changed: list[tuple[str, str]] | None = None) -> int:
+    """Store pending reasons, touching only the rows whose reason changed (`changed`:
+    changed_reasons(loaded, plan), when worked out already)."""
+    if changed is None:
+        changed = changed_reasons(loaded, plan)
     if changed:
         ids, reasons = zip(*changed, strict=True)
         reasons = [str(reason) for reason in reasons]

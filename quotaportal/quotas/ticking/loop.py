@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from quotaportal.quotas.services import estimates, reservations
 from quotaportal.quotas.services.history import prune_history
-from quotaportal.quotas.ticking import requests
+from quotaportal.quotas.ticking import full_plan, requests
 from quotaportal.quotas.ticking.run import run_tick, tickable_queue_ids
 
 log = logging.getLogger(__name__)
@@ -32,10 +32,13 @@ class SchedulerLoop(threading.Thread):
 
     def run(self) -> None:
         # By the clock, not by turns: a turn may be short when a tick is due sooner.
-        pruned = estimated = float("-inf")
+        pruned = estimated = fully_planned = float("-inf")
         try:
             while not self._stop_event.is_set():
                 self.tick_all()
+                if time.monotonic() - fully_planned >= settings.QP_FULL_PLAN_CHECK_SECONDS:
+                    self.plan_fully()
+                    fully_planned = time.monotonic()
                 if time.monotonic() - pruned >= self.PRUNE_SECONDS:
                     prune_history()
                     pruned = time.monotonic()
@@ -68,6 +71,12 @@ class SchedulerLoop(threading.Thread):
                 run_tick(queue_id)
             except Exception:  # a failing tick must not stop the loop; it is logged and retried
                 log.exception("tick of queue %s failed", queue_id)
+
+    def plan_fully(self) -> None:
+        try:
+            full_plan.plan_due_queues()
+        except Exception:  # the ticks plan fully themselves when this does not come
+            log.exception("full plans failed")
 
     def refresh_estimates(self) -> None:
         try:

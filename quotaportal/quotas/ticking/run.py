@@ -27,10 +27,11 @@ import time
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import cached_property
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils import timezone
 
 from quotaportal.infra.locks import lock_environment, try_lock_environment
@@ -105,7 +106,7 @@ def run_environment_tick(
                 runs[asked_by] = _record_skip(asked_by, now)
                 count_tick(asked_by, TICK_SKIPPED, 0.0)
             return runs
-        ended = _ended_unfitted(env_id, now)
+        ended = ended_unfitted(env_id, now)
         fit_units = {unit for _, unit in ended}
         for queue in _queues_to_tick(env_id, asked_by):
             runs[queue.id] = _tick_queue(queue, now, _Turn(fit_units=fit_units))
@@ -137,7 +138,7 @@ class _Turn:
     fit_units: frozenset[str] | set[str] = frozenset()
 
 
-def _ended_unfitted(env_id: int, now) -> list[tuple[int, str]]:
+def ended_unfitted(env_id: int, now) -> list[tuple[int, str]]:
     """The environment's reservations that have ended and whose units usage was not yet
     fitted to: (id, unit name)."""
     return list(
@@ -210,13 +211,13 @@ def _tick_queue(queue: JobQueue, now, turn: _Turn) -> SchedulerRun:
     try:
         with (
             transaction.atomic() if turn.advance else nullcontext(),
-            _collector_paused(),
+            collector_paused(),
             changes.planning(queue.id),
         ):
             outcome = _tick_locked(queue, now, turn)
     except InvariantViolation as err:
         log.error("tick of queue %s produced an invalid plan, nothing applied: %s", queue.id, err)
-        return _recorded(
+        return record_run(
             SchedulerRun(job_queue=queue, error=f"invalid plan, nothing applied: {err}"),
             now,
             started,
@@ -228,11 +229,11 @@ def _tick_queue(queue: JobQueue, now, turn: _Turn) -> SchedulerRun:
         replanned=outcome.replanned,
         backend_calls=outcome.calls,
     )
-    return _recorded(run, now, started)
+    return record_run(run, now, started)
 
 
 @contextmanager
-def _collector_paused():
+def collector_paused():
     """Python's cycle collector stays off while a tick reads, plans and writes. A tick makes a
     hundred thousand objects (the snapshot's jobs, the plan's entries) that live until it ends
     and hold no cycles, and every collection their allocation sets off walks all of them: a
@@ -247,7 +248,7 @@ def _collector_paused():
             gc.enable()
 
 
-def _recorded(run: SchedulerRun, now, started: float) -> SchedulerRun:
+def record_run(run: SchedulerRun, now, started: float) -> SchedulerRun:
     seconds = time.perf_counter() - started
     run.started_at, run.duration_ms = now, seconds * 1000
     if connection.vendor != "postgresql":
@@ -343,20 +344,74 @@ def _tick_locked(queue: JobQueue, now, turn: _Turn) -> _Outcome:
     fair = fairness.opened(queue, now)  # the fair-share account, None without a policy
     loaded, plan = _plan(queue, now, fit_units, backend, fair)
     check_plan(loaded.snapshot, plan, positions=False)
+    return carry_out(queue, Planned(loaded, plan, version, now), backend, fair, calls)
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A checked plan, the snapshot it was made from, and the queue's version read before.
+    What applying it derives from the two alone is worked out once, when first asked: a full
+    plan made outside the tick lock asks before taking it (ticking.full_plan)."""
+
+    loaded: bridge.Loaded
+    plan: Plan
+    version: int
+    now: object  # datetime: the instant it was planned for
+
+    @cached_property
+    def reasons(self) -> list[tuple[str, str]]:
+        return bridge.changed_reasons(self.loaded, self.plan)
+
+    @cached_property
+    def usage(self) -> dict[str, dict[str, int]]:
+        return bridge.usage_after(self.loaded.snapshot, self.plan)
+
+    @cached_property
+    def dispatched_before(self) -> int:
+        return sum(1 for job in self.loaded.snapshot.jobs if job.dispatched_at is not None)
+
+    def worked_out(self) -> Planned:
+        """Everything applying it needs, worked out now."""
+        self.reasons, self.usage, self.dispatched_before  # noqa: B018
+        return self
+
+
+def carry_out(
+    queue: JobQueue,
+    planned: Planned,
+    backend,
+    fair,
+    calls: int = 0,
+    *,
+    at=None,
+    settle: bool = True,
+) -> _Outcome:
+    """Apply a checked plan under the environment's tick lock: start, preempt and explain
+    (or, where the backend schedules itself or cannot be reached, explain only), then record
+    the usage it leaves and remember the plan on the queue row. `at`: the instant written
+    (start times, samples), when not the one planned for; `settle`: a plan that changes
+    nothing may be remembered as the fixed point that lets the next ticks skip planning."""
+    loaded, plan = planned.loaded, planned.plan
+    now = at or planned.now
     if backend.schedules_itself or not backend.accepts_work(queue.service_environment):
         # AWS Batch dispatches, preempts and times out these jobs; a backend that cannot be
         # reached now (Slurm down) could carry nothing out, so the plan only explains, and
         # is planned again once the backend answers.
-        bridge.write_pending(loaded, plan)
+        bridge.write_pending(loaded, plan, planned.reasons)
         usage = bridge.usage_after(loaded.snapshot, None)
         sampled = record_sample(queue, usage, now)
-        settled = backend.schedules_itself
+        settled = backend.schedules_itself and settle
         sampled |= fairness.carried_on(fair, usage, loaded.snapshot)
-        _remember_plan(queue, version, loaded, now, settled=settled, sampled=sampled)
+        _remember_plan(queue, planned, now, settled=settled, sampled=sampled)
         _tick_at_next_change(queue, backend, now)
         return _Outcome(replanned=True, calls=calls)
     started, preempted = bridge.apply_plan(
-        queue, loaded, plan, now, stops_at_once=backend.preemption_stops_at_once
+        queue,
+        loaded,
+        plan,
+        now,
+        stops_at_once=backend.preemption_stops_at_once,
+        reasons=planned.reasons,
     )
     if started and (unplaced := backend.launch(queue, started, now)):
         # Capacity raced away (a host lost since the snapshot): those jobs wait again.
@@ -365,12 +420,15 @@ def _tick_locked(queue: JobQueue, now, turn: _Turn) -> _Outcome:
     dispatched = len(started)
     if dispatched or preempted:
         changes.dispatched(queue.service_environment_id, started, preempted)
-    usage = bridge.usage_after(loaded.snapshot, plan)
+    usage = planned.usage
     sampled = record_sample(queue, usage, now) | fairness.carried_on(fair, usage, loaded.snapshot)
     # Only a plan that changed nothing is a fixed point worth remembering; after any change
     # the next tick must plan again (a preempted job may start, a blocked share may move).
     settled = not dispatched and not preempted
-    _remember_plan(queue, version, loaded, now, settled=settled, sampled=sampled)
+    if not settled:
+        # What runs changed: a full plan read before this (ticking.full_plan) must not apply.
+        sampled["state_version"] = F("state_version") + 1
+    _remember_plan(queue, planned, now, settled=settled and settle, sampled=sampled)
     _tick_at_next_change(queue, backend, now)
     return _Outcome(replanned=True, calls=calls, dispatched=dispatched, preempted=preempted)
 
@@ -392,16 +450,20 @@ def _reads_heads(queue: JobQueue, now, fit_units, terms: bridge.Terms, backend) 
     must be fitted, the backend schedules itself, the queue cannot (bridge.reads_heads), its
     shares gained or lost a limit for a unit since the last plan (bridge.Terms: the reason of
     any job waiting on that unit changes), or every job was last read QP_FULL_PLAN_SECONDS ago
-    (the full plan is the safety net for writes that bypassed the services), or fewer than
-    QP_HEADS_FROM_WAITING jobs waited then (a short queue is cheaper to read whole than to
-    read line by line and plan again when a line runs short)."""
+    (the full plan is the safety net for writes that bypassed the services; ticking.full_plan
+    makes it outside the lock, and a tick only when that has not come for twice as long), or
+    fewer than QP_HEADS_FROM_WAITING jobs waited then (a short queue is cheaper to read whole
+    than to read line by line and plan again when a line runs short)."""
     if fit_units or backend.schedules_itself or not bridge.reads_heads(queue):
         return False
     if queue.planned_terms != terms.digest or queue.fully_planned_at is None:
         return False
     if (queue.fully_planned_waiting or 0) < settings.QP_HEADS_FROM_WAITING:
         return False
-    return 0 <= (now - queue.fully_planned_at).total_seconds() < settings.QP_FULL_PLAN_SECONDS
+    # The full plan is due after QP_FULL_PLAN_SECONDS and made outside the tick lock
+    # (ticking.full_plan); a tick makes it only when none has come for twice as long.
+    age = (now - queue.fully_planned_at).total_seconds()
+    return 0 <= age < 2 * settings.QP_FULL_PLAN_SECONDS
 
 
 def _tick_at_next_change(queue: JobQueue, backend, now) -> None:
@@ -411,18 +473,17 @@ def _tick_at_next_change(queue: JobQueue, backend, now) -> None:
         changes.tick_due(queue.id, when)
 
 
-def _remember_plan(
-    queue: JobQueue, version: int, loaded, now, *, settled: bool, sampled: dict
-) -> None:
+def _remember_plan(queue: JobQueue, planned: Planned, now, *, settled: bool, sampled: dict):
     """The plan's memo on the queue row, with the sample just written (record_sample) and
     the fair-share account carried on."""
-    jobs = loaded.snapshot.jobs
+    loaded = planned.loaded
+    dispatched = planned.dispatched_before
     if loaded.full:
-        waiting = sum(1 for job in jobs if job.dispatched_at is None)
+        waiting = len(loaded.snapshot.jobs) - dispatched
         sampled = {**sampled, "fully_planned_at": now, "fully_planned_waiting": waiting}
     JobQueue.objects.filter(pk=queue.id).update(
-        planned_version=version if settled else -1,
-        planned_dispatched_jobs=sum(1 for job in jobs if job.dispatched_at is not None),
+        planned_version=planned.version if settled else -1,
+        planned_dispatched_jobs=dispatched,
         planned_at=now,
         planned_capacity=dict(loaded.snapshot.capacity),
         planned_terms=loaded.terms,

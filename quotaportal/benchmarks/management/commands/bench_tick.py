@@ -4,7 +4,9 @@ Seeds a synthetic queue (scheduler.bench's generator) straight into the database
 a tick changes nothing, then reports medians of: ticks that change nothing (`tick_ms`; they
 see the queue's version unchanged and skip planning), the same ticks forced to plan in full
 (`replan_ms`, as after a change elsewhere), and the tick's read of the active jobs alone
-(`select_ms`, the floor of reading the state once), a start-time estimate's read and whole
+(`select_ms`, the floor of reading the state once), the same full plan made as the workers
+make it, outside the tick lock (`full_plan_outside_ms` without it, `full_plan_locked_ms`
+holding it), a start-time estimate's read and whole
 refresh (`estimate_read_ms`, `estimate_ms`); then one tick that dispatches about
 --dispatch jobs after the capacity grows.
 Everything runs in a transaction that is rolled back, so the database is left as it was.
@@ -40,6 +42,7 @@ from quotaportal.quotas.models import (
     Team,
 )
 from quotaportal.quotas.services import estimates, fairness
+from quotaportal.quotas.ticking import full_plan
 from quotaportal.quotas.ticking.run import run_tick
 from scheduler import Snapshot
 from scheduler.bench import synthetic_snapshot
@@ -269,6 +272,8 @@ class Command(BaseCommand):
             repeat,
             setup=lambda: forget_last_plan(queue, every_job=True),
         )
+        say("timing full plans made outside the tick lock, as the workers make them ...")
+        outside = _outside_full_plans(queue, repeat)
         select_ms = median_ms(lambda: raw_select(queue.id), repeat)
         say("timing start-time estimates (the read alone, then a whole refresh) ...")
         estimate_read_ms = median_ms(lambda: _read_fronts(queue), repeat)
@@ -282,6 +287,11 @@ class Command(BaseCommand):
             "replan_ms": round(replan_ms, 2),
             "replan_ratio": round(replan_ms / select_ms, 2),
             "full_plan_ms": round(full_ms, 2),
+            "full_plan_outside_ms": round(
+                statistics.median(o.read_and_plan_s for o in outside) * 1000, 2
+            ),
+            "full_plan_locked_ms": round(statistics.median(o.locked_s for o in outside) * 1000, 2),
+            "full_plan_outcome": outside[-1].result,
             "estimate_read_ms": round(estimate_read_ms, 2),
             "estimate_ms": round(estimate_ms, 2),
             "dispatch_tick_ms": round(grow_ms, 2),
@@ -289,6 +299,16 @@ class Command(BaseCommand):
             "dispatch_tick_preempted": run.preempted,
             "dispatch_tick_error": run.error,
         }
+
+
+def _median_ms(seconds) -> float:
+    return round(statistics.median(seconds) * 1000, 2)
+
+
+def _outside_full_plans(queue: JobQueue, repeat: int) -> list[full_plan.Outcome]:
+    """The periodic full plan as beat's task makes it: read and planned without the tick
+    lock, applied under it."""
+    return [full_plan.plan_fully(queue.id, force=True) for _ in range(repeat)]
 
 
 def _read_fronts(queue: JobQueue) -> None:
