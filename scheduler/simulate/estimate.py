@@ -21,7 +21,10 @@ from scheduler.simulate.workload import QueueConfig, QueueWorkload, WorkJob
 
 DEFAULT_DURATION_S = 3600.0  # a job of a share with no finished job yet is assumed to take this
 MIN_REMAINING_S = 1.0  # a running job is never assumed to end this very moment
-ASSUMPTION = "if jobs run as long as their share's recent jobs of the same size"
+ASSUMPTION = (
+    "if jobs run as long as their share's recent jobs of the same size"
+    " and keep arriving as they did in the last hour"
+)
 # The estimate is a range: starts if jobs run as short as the 10th percentile of their kind's
 # recent run times, as the median, and as long as the 90th percentile.
 QUANTILES = (0.1, 0.5, 0.9)
@@ -29,11 +32,14 @@ QUANTILES = (0.1, 0.5, 0.9)
 # run on for this many times what it has run so far (by quantile): what has lasted long tends
 # to last (the Lindy effect), and it has run at least that long.
 LINDY = {0.1: 0.1, 0.5: 1.0, 0.9: 4.0}
-# The latest start also assumes that the jobs of the last hour arrive again, as often, as big
-# as their share's biggest and as urgent as the most urgent (see future_arrivals), and some go
-# ahead (a higher priority in the same share, a share taking back what it lent).
+# The expected and the latest start also assume that the jobs of the last hour arrive again,
+# as often (see future_arrivals), and some go ahead (a higher priority in the same share, a
+# share taking back what it lent); for the latest, each as big as its share's biggest.
 ARRIVAL_WINDOW_S = 3600.0
 MOST_ARRIVALS = 2000  # assumed arrivals per estimate, so a busy queue's estimate stays cheap
+# The expected start assumes no more arrivals once none has come for this many of their
+# average gaps (a burst that ended); the range's late end still assumes they come.
+PAUSED_GAPS = 5.0
 
 
 def estimate_starts(
@@ -90,7 +96,8 @@ def estimate_ranges(
     }
     middle = starts[0.5]
     ranges = {}
-    for job_id, expected in middle.items():  # the real waiting jobs, not those assumed to come
+    for job_id in starts[min(starts)]:  # the real waiting jobs, not those assumed to come
+        expected = middle[job_id]
         seen = [s[job_id] for s in starts.values()]
         known = [at for at in seen if at is not None]
         ranges[job_id] = Estimate(
@@ -102,21 +109,31 @@ def estimate_ranges(
 
 
 def future_arrivals(
-    recent: Iterable[WorkJob], now: float, horizon_s: float, window_s: float = ARRIVAL_WINDOW_S
+    recent: Iterable[WorkJob],
+    now: float,
+    horizon_s: float,
+    window_s: float = ARRIVAL_WINDOW_S,
+    *,
+    as_they_came: bool = False,
 ) -> list[WorkJob]:
     """The jobs that arrived in the last `window_s` (or since the first of them, if later),
     arriving again in the same rhythm from now on, until `horizon_s` from now (at most
-    MOST_ARRIVALS): each as big as its share's biggest of them, at the highest priority of
-    them. That is the range's late end: what comes next may be bigger and more urgent than
-    what came (the Kueue shape sends its big high-priority jobs last), and with the jobs as
-    they came the range held the real start in 64 % of its estimates there, with this 98 %."""
+    MOST_ARRIVALS). The expected start takes them as they came (`as_they_came`), and none once
+    they have paused (PAUSED_GAPS); the range's late end takes each as big as its share's
+    biggest of them: what comes next may be bigger than what came.
+
+    Measured on the Kueue shape (`python -m scheduler.simulate --kueue-baseline --estimates`),
+    against ranges whose late end took them as they came (51 % of real starts inside, ranges
+    a median 32 s wide), also as urgent as the most urgent (98 %, 100 s, for a median expected
+    wait of 37 s), and urgent but not bigger (64 %, 33 s): as big only held 84 %, 52 s wide."""
     pattern = sorted(
         (j for j in recent if now - window_s < j.submit_s <= now), key=lambda j: j.submit_s
     )
     if not pattern or horizon_s <= 0:
         return []
     period = max(now - pattern[0].submit_s, 1.0)  # the stretch they arrived in
-    top = max(job.priority for job in pattern)
+    if as_they_came and now - pattern[-1].submit_s > PAUSED_GAPS * _average_gap(pattern, period):
+        return []  # arrivals have stopped, for now
     biggest: dict[str, int] = {}
     for job in pattern:
         biggest[job.share] = max(biggest.get(job.share, 0), job.quantity)
@@ -127,18 +144,19 @@ def future_arrivals(
             at = job.submit_s + shift
             if at - now > horizon_s or len(arrivals) >= MOST_ARRIVALS:
                 return arrivals
-            arrivals.append(
-                replace(
-                    job,
-                    id=f"~{job.id}~{len(arrivals)}",
-                    submit_s=at,
-                    priority=top,
-                    quantity=biggest[job.share],
-                    priority_changes=(),
-                )
-            )
+            again = replace(job, id=f"~{job.id}~{len(arrivals)}", submit_s=at, priority_changes=())
+            if not as_they_came:
+                again = replace(again, quantity=biggest[job.share])
+            arrivals.append(again)
         shift += period
     return arrivals
+
+
+def _average_gap(pattern: list[WorkJob], period: float) -> float:
+    """The average time between the arrivals (the whole stretch for a single one)."""
+    if len(pattern) < 2:
+        return period
+    return max((pattern[-1].submit_s - pattern[0].submit_s) / (len(pattern) - 1), 1.0)
 
 
 def scenarios_with_arrivals(
@@ -147,14 +165,23 @@ def scenarios_with_arrivals(
     recent: Iterable[WorkJob],
     now: float,
 ) -> dict[float, tuple[list[Running], list[WorkJob]]]:
-    """The latest scenario (the highest quantile) with the jobs to come added: as far ahead as
-    twice its own wait without them, so they can push its jobs back."""
+    """The median and latest scenarios with the jobs to come added (future_arrivals), as far
+    ahead as twice the latest scenario's own wait without them, so they can push its jobs
+    back: at the median as they came, at the latest as big as the biggest. Later jobs that go
+    ahead are most of what an estimate misses while jobs keep arriving: with them, the
+    expected start's median error on the Kueue shape is 6 s, without them 28 s."""
     latest = max(scenarios)
     running, waiting = scenarios[latest]
     starts = [at for at in estimate_starts(config, running, waiting, now).values() if at]
     horizon = 2 * (max(starts, default=now) - now) + 60.0
-    arrivals = future_arrivals(recent, now, horizon)
-    return {**scenarios, latest: (running, list(waiting) + arrivals)}
+    recent = list(recent)
+    middle_running, middle_waiting = scenarios[0.5]
+    typical = future_arrivals(recent, now, horizon, as_they_came=True)
+    return {
+        **scenarios,
+        0.5: (middle_running, list(middle_waiting) + typical),
+        latest: (running, list(waiting) + future_arrivals(recent, now, horizon)),
+    }
 
 
 class Durations:
@@ -334,7 +361,24 @@ def _score(predictions: list[Prediction], run, last_arrival: float) -> dict:
         "error_after_last_arrival_p90_s": rounded(percentile(settled, 0.9)),
         "inside_range_after_last_arrival": _inside(predictions, started, after=last_arrival),
         "wait_p50_s": rounded(percentile(waits, 0.5)),
+        # How narrow the ranges are, beside the waits they bracket (target: at most 2x).
+        "range_width_p50_s": rounded(percentile(_widths(predictions), 0.5)),
+        "expected_wait_p50_s": rounded(percentile(_expected_waits(predictions), 0.5)),
     }
+
+
+def _widths(predictions) -> list[float]:
+    return sorted(
+        e.latest - e.earliest
+        for _, _, e in predictions
+        if e.latest is not None and e.earliest is not None
+    )
+
+
+def _expected_waits(predictions) -> list[float]:
+    return sorted(
+        max(e.expected - asked, 0.0) for _, asked, e in predictions if e.expected is not None
+    )
 
 
 def _errors(predictions, started: dict, after: float = float("-inf")) -> list[float]:

@@ -66,7 +66,9 @@ def test_a_due_full_plan_reads_and_plans_without_the_lock_and_applies_under_it(
     long_queue, monkeypatch
 ):
     deep = Job.objects.get(name="v20")
-    Job.objects.filter(pk=deep.pk).update(pending_reason="SHARE_AT_LIMIT")  # a write past the services
+    Job.objects.filter(pk=deep.pk).update(
+        pending_reason="SHARE_AT_LIMIT"
+    )  # a write past the services
     held_while_planning = []
     _planning(monkeypatch, lambda: held_while_planning.append(_tick_lock_held(long_queue)))
     version = JobQueue.objects.get(pk=long_queue.pk).state_version

@@ -17,7 +17,9 @@ from scheduler.simulate.estimate import (
     DEFAULT_DURATION_S,
     Durations,
     estimate_accuracy,
+    estimate_ranges,
     estimate_starts,
+    scenarios_with_arrivals,
 )
 from scheduler.simulate.loaders import alibaba_openb, fleet, kueue_baseline
 from scheduler.simulate.workload import (
@@ -275,6 +277,25 @@ def test_waiting_jobs_are_estimated_to_start_as_the_running_ones_end():
     assert starts == {"w0": 110, "w1": 113, "w2": 118}
 
 
+def test_the_expected_start_counts_on_arrivals_going_ahead_while_they_keep_coming():
+    """Urgent jobs arrived every 5 s lately: the expected start assumes they keep coming and
+    go ahead (without them the waiting job would start at 110); only real jobs get a range."""
+    config = QueueConfig("q", {"gpu": 1}, (Share("a", {"gpu": 1}, Strategy.LEND),))
+    running = [Running(job("r", "a", 90, 60), dispatched_at_s=90, remaining_s=10)]
+    waiting = [job("w", "a", 91, 10)]
+    urgent = [job(f"u{i}", "a", 90 + 5 * i, 10, priority=9) for i in range(3)]
+    scenarios = dict.fromkeys((0.1, 0.5, 0.9), (running, waiting))
+    assert estimate_starts(config, running, waiting, now=100) == {"w": 110}
+
+    ranges = estimate_ranges(
+        config, scenarios_with_arrivals(config, scenarios, urgent, now=100), now=100
+    )
+
+    assert list(ranges) == ["w"]
+    assert ranges["w"].earliest == 110  # without arrivals (the range's early end)
+    assert ranges["w"].expected is None or ranges["w"].expected > 110
+
+
 def test_expected_durations_come_from_jobs_of_the_same_share_and_size_within_the_limit():
     durations = Durations()
     assert durations.expected("a", 1) == DEFAULT_DURATION_S
@@ -345,4 +366,18 @@ def test_the_jobs_to_come_repeat_the_last_stretch_of_arrivals():
     seen = [WorkJob(f"j{i}", "s", "u", 1 + i, 5 * i, 90.0 + 5 * i, 10.0) for i in range(3)]
     coming = future_arrivals(seen, now=100.0, horizon_s=25.0)  # seen at 90, 95, 100
     assert [job.submit_s for job in coming] == [100, 105, 110, 110, 115, 120, 120, 125]
-    assert {(job.priority, job.quantity) for job in coming} == {(10, 3)}, "the most of each"
+    # At the range's late end each is as big as its share's biggest, as urgent as it came.
+    assert {(job.priority, job.quantity) for job in coming} == {(0, 3), (5, 3), (10, 3)}
+    typical = future_arrivals(seen, now=100.0, horizon_s=25.0, as_they_came=True)
+    assert [job.submit_s for job in typical] == [job.submit_s for job in coming]
+    assert {(job.priority, job.quantity) for job in typical} == {(0, 1), (5, 2), (10, 3)}
+
+
+def test_the_expected_start_assumes_no_arrivals_once_they_have_paused():
+    from scheduler.simulate.estimate import PAUSED_GAPS, future_arrivals
+
+    seen = [WorkJob(f"j{i}", "s", "u", 1, 0, 90.0 + 5 * i, 10.0) for i in range(3)]
+    quiet = 100.0 + PAUSED_GAPS * 5  # the last came at 100, every 5 s
+    assert future_arrivals(seen, now=quiet - 1, horizon_s=60.0, as_they_came=True)
+    assert not future_arrivals(seen, now=quiet + 1, horizon_s=60.0, as_they_came=True)
+    assert future_arrivals(seen, now=quiet + 1, horizon_s=60.0), "the late end still does"

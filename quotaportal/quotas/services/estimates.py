@@ -124,7 +124,7 @@ def _recent_arrivals(queue: JobQueue, durations: Durations, now: datetime) -> li
             quantity,
             priority,
             created.timestamp(),
-            durations.expected(share, quantity, q=0.9),
+            durations.expected(share, quantity),
         )
         for pk, share, unit, quantity, priority, created in rows.values_list(
             "id",
