@@ -34,9 +34,8 @@ from quotaportal.quotas.backends import backend_for
 from quotaportal.quotas.bridge import fairness
 from quotaportal.quotas.models import DISPATCHED, Job, JobQueue, SchedulerRun
 from quotaportal.quotas.ticking import changes
+from quotaportal.quotas.ticking.carry import Planned, carry_out
 from quotaportal.quotas.ticking.run import (
-    Planned,
-    carry_out,
     collector_paused,
     ended_unfitted,
     record_run,

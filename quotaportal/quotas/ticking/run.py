@@ -26,12 +26,10 @@ import logging
 import time
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
-from datetime import timedelta
-from functools import cached_property
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import F, Q
+from django.db.models import Q
 from django.utils import timezone
 
 from quotaportal.infra.locks import lock_environment, try_lock_environment
@@ -49,7 +47,6 @@ from quotaportal.quotas.models import (
     SchedulerRun,
     State,
     TickStat,
-    UtilizationSample,
 )
 from quotaportal.quotas.services.arrays import release_pending
 from quotaportal.quotas.services.lifecycle import (
@@ -57,6 +54,13 @@ from quotaportal.quotas.services.lifecycle import (
     enforce_runnable_time_limits,
 )
 from quotaportal.quotas.ticking import changes
+from quotaportal.quotas.ticking.carry import (
+    Outcome,
+    Planned,
+    carry_out,
+    record_sample,
+    tick_at_next_change,
+)
 from scheduler import InvariantViolation, Plan, check_plan, plan_tick
 
 log = logging.getLogger(__name__)
@@ -308,15 +312,7 @@ def count_tick(queue_id: int, bucket: str, seconds: float) -> None:
         cursor.execute(COUNT_TICK_SQL, {"queue": queue_id, "bucket": bucket, "seconds": seconds})
 
 
-@dataclass
-class _Outcome:
-    replanned: bool
-    calls: int = 0
-    dispatched: int = 0
-    preempted: int = 0
-
-
-def _tick_locked(queue: JobQueue, now, turn: _Turn) -> _Outcome:
+def _tick_locked(queue: JobQueue, now, turn: _Turn) -> Outcome:
     """Plan and apply (replanned False when nothing changed since the last plan); first, on a
     turn that advances, move time-driven state on."""
     advance, fit_units = turn.advance, turn.fit_units
@@ -339,98 +335,12 @@ def _tick_locked(queue: JobQueue, now, turn: _Turn) -> _Outcome:
     if not fit_units and _unchanged_since_last_plan(queue, version, now):
         if sampled := record_sample(queue, None, now):
             JobQueue.objects.filter(pk=queue.id).update(**sampled)
-        _tick_at_next_change(queue, backend, now)
-        return _Outcome(replanned=False, calls=calls)
+        tick_at_next_change(queue, backend, now)
+        return Outcome(replanned=False, calls=calls)
     fair = fairness.opened(queue, now)  # the fair-share account, None without a policy
     loaded, plan = _plan(queue, now, fit_units, backend, fair)
     check_plan(loaded.snapshot, plan, positions=False)
     return carry_out(queue, Planned(loaded, plan, version, now), backend, fair, calls)
-
-
-@dataclass(frozen=True)
-class Planned:
-    """A checked plan, the snapshot it was made from, and the queue's version read before.
-    What applying it derives from the two alone is worked out once, when first asked: a full
-    plan made outside the tick lock asks before taking it (ticking.full_plan)."""
-
-    loaded: bridge.Loaded
-    plan: Plan
-    version: int
-    now: object  # datetime: the instant it was planned for
-
-    @cached_property
-    def reasons(self) -> list[tuple[str, str]]:
-        return bridge.changed_reasons(self.loaded, self.plan)
-
-    @cached_property
-    def usage(self) -> dict[str, dict[str, int]]:
-        return bridge.usage_after(self.loaded.snapshot, self.plan)
-
-    @cached_property
-    def dispatched_before(self) -> int:
-        return sum(1 for job in self.loaded.snapshot.jobs if job.dispatched_at is not None)
-
-    def worked_out(self) -> Planned:
-        """Everything applying it needs, worked out now."""
-        self.reasons, self.usage, self.dispatched_before  # noqa: B018
-        return self
-
-
-def carry_out(
-    queue: JobQueue,
-    planned: Planned,
-    backend,
-    fair,
-    calls: int = 0,
-    *,
-    at=None,
-    settle: bool = True,
-) -> _Outcome:
-    """Apply a checked plan under the environment's tick lock: start, preempt and explain
-    (or, where the backend schedules itself or cannot be reached, explain only), then record
-    the usage it leaves and remember the plan on the queue row. `at`: the instant written
-    (start times, samples), when not the one planned for; `settle`: a plan that changes
-    nothing may be remembered as the fixed point that lets the next ticks skip planning."""
-    loaded, plan = planned.loaded, planned.plan
-    now = at or planned.now
-    if backend.schedules_itself or not backend.accepts_work(queue.service_environment):
-        # AWS Batch dispatches, preempts and times out these jobs; a backend that cannot be
-        # reached now (Slurm down) could carry nothing out, so the plan only explains, and
-        # is planned again once the backend answers.
-        bridge.write_pending(loaded, plan, planned.reasons)
-        usage = bridge.usage_after(loaded.snapshot, None)
-        sampled = record_sample(queue, usage, now)
-        settled = backend.schedules_itself and settle
-        sampled |= fairness.carried_on(fair, usage, loaded.snapshot)
-        _remember_plan(queue, planned, now, settled=settled, sampled=sampled)
-        _tick_at_next_change(queue, backend, now)
-        return _Outcome(replanned=True, calls=calls)
-    started, preempted = bridge.apply_plan(
-        queue,
-        loaded,
-        plan,
-        now,
-        stops_at_once=backend.preemption_stops_at_once,
-        reasons=planned.reasons,
-    )
-    if started and (unplaced := backend.launch(queue, started, now)):
-        # Capacity raced away (a host lost since the snapshot): those jobs wait again.
-        log.error("queue %s: the backend could not place %s; requeued", queue.name, unplaced)
-        started = [job_id for job_id in started if job_id not in unplaced]
-    dispatched = len(started)
-    if dispatched or preempted:
-        changes.dispatched(queue.service_environment_id, started, preempted)
-    usage = planned.usage
-    sampled = record_sample(queue, usage, now) | fairness.carried_on(fair, usage, loaded.snapshot)
-    # Only a plan that changed nothing is a fixed point worth remembering; after any change
-    # the next tick must plan again (a preempted job may start, a blocked share may move).
-    settled = not dispatched and not preempted
-    if not settled:
-        # What runs changed: a full plan read before this (ticking.full_plan) must not apply.
-        sampled["state_version"] = F("state_version") + 1
-    _remember_plan(queue, planned, now, settled=settled and settle, sampled=sampled)
-    _tick_at_next_change(queue, backend, now)
-    return _Outcome(replanned=True, calls=calls, dispatched=dispatched, preempted=preempted)
 
 
 def _plan(queue: JobQueue, now, fit_units, backend, fair) -> tuple[bridge.Loaded, Plan]:
@@ -464,53 +374,6 @@ def _reads_heads(queue: JobQueue, now, fit_units, terms: bridge.Terms, backend) 
     # (ticking.full_plan); a tick makes it only when none has come for twice as long.
     age = (now - queue.fully_planned_at).total_seconds()
     return 0 <= age < 2 * settings.QP_FULL_PLAN_SECONDS
-
-
-def _tick_at_next_change(queue: JobQueue, backend, now) -> None:
-    """A backend whose jobs start and end by themselves (SIMULATED) gets a tick at that
-    instant, as an agent's report would bring one; only where ticks follow changes at all."""
-    if settings.QP_IMMEDIATE_TICKS and (when := backend.next_change(queue, now)) is not None:
-        changes.tick_due(queue.id, when)
-
-
-def _remember_plan(queue: JobQueue, planned: Planned, now, *, settled: bool, sampled: dict):
-    """The plan's memo on the queue row, with the sample just written (record_sample) and
-    the fair-share account carried on."""
-    loaded = planned.loaded
-    dispatched = planned.dispatched_before
-    if loaded.full:
-        waiting = len(loaded.snapshot.jobs) - dispatched
-        sampled = {**sampled, "fully_planned_at": now, "fully_planned_waiting": waiting}
-    JobQueue.objects.filter(pk=queue.id).update(
-        planned_version=planned.version if settled else -1,
-        planned_dispatched_jobs=dispatched,
-        planned_at=now,
-        planned_capacity=dict(loaded.snapshot.capacity),
-        planned_terms=loaded.terms,
-        **sampled,
-    )
-
-
-SAMPLE_EVERY = timedelta(seconds=60)
-
-
-def record_sample(queue: JobQueue, usage: dict | None, now) -> dict:
-    """Keep the utilization history: a sample when usage changed or a minute has passed.
-    Returns the queue's fields that remember the sample written ({} when none), for the
-    caller's own update of the queue row.
-
-    With `usage` None (a tick that did not re-plan, so usage is unchanged) the last sample is
-    repeated once a minute, so the chart's line reaches the present.
-    """
-    last_at, last_used = queue.sampled_at, queue.sampled_used  # ticks alone write samples
-    if usage is None:
-        if last_at is None or now - last_at < SAMPLE_EVERY:
-            return {}
-        usage = last_used
-    elif last_at is not None and last_used == usage and now - last_at < SAMPLE_EVERY:
-        return {}
-    UtilizationSample.objects.create(job_queue=queue, time=now, used=usage)
-    return {"sampled_used": usage, "sampled_at": now}
 
 
 def _unchanged_since_last_plan(queue: JobQueue, version: int, now) -> bool:
