@@ -39,6 +39,7 @@ from quotaportal.quotas.ticking.run import (
     collector_paused,
     ended_unfitted,
     record_run,
+    terms_standing,
     tickable_queue_ids,
 )
 from scheduler import check_plan, plan_tick
@@ -109,10 +110,7 @@ def _read_and_plan(queue: JobQueue) -> Planned:
     now = timezone.now()
     with transaction.atomic():
         version = JobQueue.objects.values_list("state_version", flat=True).get(pk=queue.pk)
-        terms = bridge.queue_terms(queue)
-        fair = fairness.opened(queue, now)
-        if fair is not None:
-            terms.standing = fair.standing(now.timestamp(), [r.share.name for r in terms.rows])
+        terms = terms_standing(queue, fairness.opened(queue, now), now)
         loaded = bridge.load_snapshot(queue, now, frozenset(), terms)
     plan = plan_tick(loaded.snapshot, now.timestamp(), positions=False)
     check_plan(loaded.snapshot, plan, positions=False)

@@ -346,13 +346,19 @@ def _tick_locked(queue: JobQueue, now, turn: _Turn) -> Outcome:
 def _plan(queue: JobQueue, now, fit_units, backend, fair) -> tuple[bridge.Loaded, Plan]:
     """Read and plan the queue: from the heads of its shares' lines when that is enough,
     else every active job; under a fair-share policy, with each share's standing."""
-    terms = bridge.queue_terms(queue)
-    if fair is not None:
-        terms.standing = fair.standing(now.timestamp(), [r.share.name for r in terms.rows])
+    terms = terms_standing(queue, fair, now)
     if _reads_heads(queue, now, fit_units, terms, backend):
         return bridge.plan_heads(queue, now, terms, settings.QP_TICK_HEADS)
     loaded = bridge.load_snapshot(queue, now, fit_units, terms)
     return loaded, plan_tick(loaded.snapshot, now.timestamp(), positions=False)
+
+
+def terms_standing(queue: JobQueue, fair, now) -> bridge.Terms:
+    """The queue's terms for a plan; under a fair-share policy, with each share's standing."""
+    terms = bridge.queue_terms(queue)
+    if fair is not None:
+        terms.standing = fair.standing(now.timestamp(), [r.share.name for r in terms.rows])
+    return terms
 
 
 def _reads_heads(queue: JobQueue, now, fit_units, terms: bridge.Terms, backend) -> bool:
