@@ -2,28 +2,24 @@
 
 from __future__ import annotations
 
-import hashlib
 import uuid
 from collections import defaultdict
 from datetime import UTC, datetime
 
 from django.db.models import Count, F, Max, OuterRef, Q, Subquery, Sum, Window
 from django.db.models.functions import Coalesce, Greatest, RowNumber
-from django.utils import timezone
 
 from quotaportal.infra.subqueries import per_outer_row
 from quotaportal.quotas import bridge
 from quotaportal.quotas.backends import backend_for
 from quotaportal.quotas.models import (
     DISPATCHED,
-    Event,
     Job,
     JobQueue,
     JobStatus,
     QuotaShare,
     Reservation,
     ShareCapacityLimit,
-    UtilizationSample,
 )
 from quotaportal.quotas.permissions import is_platform_admin, team_ids
 from scheduler import Share, Strategy
@@ -93,31 +89,43 @@ def share_utilization(
         used[share_name][unit] = total
     if shares is None:
         shares = list(QuotaShare.objects.filter(job_queue=queue).order_by("name"))
-    limits = defaultdict(dict)
+    return share_breakdown(planned_shares(shares, share_limits(queue)), used, capacity)
+
+
+def share_limits(queue: JobQueue) -> dict[int, dict[str, int]]:
+    """share id -> {unit: max_capacity} for every share of the queue, in one query."""
+    limits: dict[int, dict[str, int]] = defaultdict(dict)
     for share_id, unit, count in ShareCapacityLimit.objects.filter(
         share__job_queue=queue
     ).values_list("share_id", "capacity_unit__name", "max_capacity"):
         limits[share_id][unit] = count
-    return share_breakdown(
-        [
-            Share(s.name, limits[s.id], Strategy(s.sharing_strategy), enabled=s.state == "ENABLED")
-            for s in shares
-        ],
-        used,
-        capacity,
-    )
+    return limits
+
+
+def planned_shares(shares, limits: dict[int, dict[str, int]]) -> list[Share]:
+    """The shares as the planner and share_breakdown see them."""
+    return [
+        Share(
+            s.name, limits.get(s.id, {}), Strategy(s.sharing_strategy), enabled=s.state == "ENABLED"
+        )
+        for s in shares
+    ]
 
 
 def overcommitted_units(queue: JobQueue) -> list[str]:
     """Units whose ENABLED share limits add up to more than the environment's capacity now
     (reservations included): allowed (AWS allows it), but every share cannot have its whole
     limit at once, so say so."""
-    capacity = bridge.capacity_now(queue.service_environment)
     totals = dict(
         ShareCapacityLimit.objects.filter(share__job_queue=queue, share__state="ENABLED")
         .values_list("capacity_unit__name")
         .annotate(total=Sum("max_capacity"))
     )
+    return overcommitted_words(totals, bridge.capacity_now(queue.service_environment))
+
+
+def overcommitted_words(totals: dict[str, int], capacity: dict[str, int]) -> list[str]:
+    """Each unit whose limits' `totals` exceed `capacity`, as words."""
     return [
         f"limits on {unit} total {total} on {capacity.get(unit, 0)} instance"
         f"{'s' if capacity.get(unit, 0) != 1 else ''}"
@@ -244,100 +252,6 @@ def queue_snapshot(queue: JobQueue, front: int = 100) -> dict:
         },
         "share_utilization": share_utilization(queue),
         "last_tick_at": last_run.started_at if last_run else None,
-    }
-
-
-def share_job_counts(queue: JobQueue) -> dict[int, dict[str, int]]:
-    """share id -> {"runnable": n, "running": m} in one query."""
-    counts: dict[int, dict[str, int]] = defaultdict(lambda: {"runnable": 0, "running": 0})
-    for share_id, status, n in (
-        Job.objects.filter(job_queue=queue, status__in=(JobStatus.RUNNABLE, *DISPATCHED))
-        .values_list("quota_share_id", "status")
-        .annotate(n=Count("id"))
-    ):
-        counts[share_id]["runnable" if status == JobStatus.RUNNABLE else "running"] += n
-    return counts
-
-
-def recent_preemptions(queue: JobQueue, limit: int = 8):
-    kinds = ("preempted_cross_share", "preempted_in_share", "preempted_capacity")
-    return list(
-        Event.objects.filter(job_queue=queue, kind__in=kinds)
-        .select_related("job", "share")
-        .order_by("-time", "-id")[:limit]
-    )
-
-
-def utilization_history(queue: JobQueue, since) -> list:
-    return list(UtilizationSample.objects.filter(job_queue=queue, time__gte=since).order_by("time"))
-
-
-BAR_PARTS = ("own", "borrowed", "lent", "idle", "short")
-
-
-def _bar(unit: str, figures: dict[str, int]) -> dict:
-    """One share's use of one unit as bar segments: own use, borrowed, lent out, idle."""
-    own = min(figures["used"], figures["limit"])
-    sizes = {
-        "own": own,
-        "borrowed": figures["borrowed"],
-        "lent": figures["lent"],
-        "idle": figures["idle"],
-        "short": figures.get("short", 0),
-    }
-    total = max(sum(sizes.values()), 1)
-    segments = [(part, sizes[part], round(100 * sizes[part] / total, 2)) for part in BAR_PARTS]
-    return {"unit": unit, "own": own, **figures, "segments": segments}
-
-
-def dashboard_version(queue: JobQueue, now) -> str:
-    """Changes whenever what the dashboard shows of `queue` may have: a new event (dispatch,
-    preemption, end, any change), a new utilization sample, a change of the queue or of its
-    capacity, and each minute (the chart's time axis moves). Three small indexed queries."""
-    last_event = (
-        Event.objects.filter(job_queue=queue).order_by("-id").values_list("id", flat=True).first()
-    )
-    last_sample = (
-        UtilizationSample.objects.filter(job_queue=queue)
-        .order_by("-time")
-        .values_list("id", flat=True)
-        .first()
-    )
-    capacity = sorted(bridge.capacity_of(queue).items())
-    state = (
-        queue.pk,
-        queue.state_version,
-        last_event,
-        last_sample,
-        capacity,
-        int(now.timestamp() // 60),
-    )
-    return hashlib.sha1(repr(state).encode()).hexdigest()[:16]
-
-
-def queue_dashboard(queue: JobQueue, since) -> dict:
-    """Everything the dashboard shows for one queue, in a fixed number of queries."""
-    shares = list(
-        QuotaShare.objects.filter(job_queue=queue).select_related("team").order_by("name")
-    )
-    capacity = bridge.capacity_of(queue)
-    utilization = share_utilization(queue, shares, capacity)  # the same rows, not read again
-    counts = share_job_counts(queue)
-    rows = []
-    for share in shares:
-        units = []
-        for unit, figures in utilization.get(share.name, {}).items():
-            units.append(_bar(unit, figures))
-        rows.append({"share": share, "units": units, **counts[share.id]})
-    return {
-        "queue": queue,
-        "overcommitted": overcommitted_units(queue),
-        "capacity": capacity,
-        "shares": rows,
-        "preemptions": recent_preemptions(queue),
-        "last_run": queue.scheduler_runs.filter(skipped=False).order_by("-started_at").first(),
-        "history": utilization_history(queue, since),
-        "upcoming": upcoming_capacity_changes(queue.service_environment, timezone.now(), 3),
     }
 
 

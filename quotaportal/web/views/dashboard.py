@@ -11,7 +11,8 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
 
-from quotaportal.quotas import selectors
+from quotaportal.quotas import bridge, selectors
+from quotaportal.quotas.dashboard import dashboard_version, queue_dashboard, with_bars
 from quotaportal.quotas.models import Backend, JobQueue
 from quotaportal.web.charts import share_colours, usage_chart
 from quotaportal.web.dashboard_cards import OTHERS, folded_samples, pick_cards
@@ -47,12 +48,13 @@ def dashboard(request):
     }
     if queue is not None:
         now = timezone.now()
-        version = selectors.dashboard_version(queue, now)
+        capacity = bridge.capacity_of(queue, now)
+        version = dashboard_version(queue, capacity, now)
         if request.htmx and request.GET.get("since") == version:
             # Nothing new: an empty 204, which htmx does not swap in.
             return HttpResponse(status=204)
         context["version"] = version
-        data = selectors.queue_dashboard(queue, since=now - span)
+        data = queue_dashboard(queue, capacity, since=now - span)
         data["preemptions"] = describe(data["preemptions"])
         colours = share_colours(row["share"].name for row in data["shares"])
         for row in data["shares"]:
@@ -65,7 +67,7 @@ def dashboard(request):
             history = folded_samples(history, {row["share"].name for row in cards.shown})
             colours = {**colours, OTHERS: OTHERS_COLOUR}
         context |= data | {
-            "shares": cards.shown,
+            "shares": with_bars(cards.shown),
             "cards": cards,
             "show_all": show_all,
             "find": find,
