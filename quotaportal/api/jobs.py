@@ -364,7 +364,8 @@ def fresh_job(job: Job, context: dict) -> dict:
     renderer = getattr(_per_thread, "renderer", None)
     if renderer is None:
         renderer = _per_thread.renderer = JobSerializer()
-    job._prefetched_objects_cache = {"attempts": JobAttempt.objects.none()}
+    # A list, not .none(): an empty queryset still compiles its SQL (0.2 ms) to render.
+    job._prefetched_objects_cache = {"attempts": []}
     # The fields read the context through their root serializer: this request's, each time.
     renderer._context = {**context, "positions": {job.pk: None}}
     return renderer.to_representation(job)
