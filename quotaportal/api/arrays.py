@@ -9,7 +9,7 @@ from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from quotaportal.api.jobs import (
+from quotaportal.api.job_serializers import (
     PriorityUpdateSerializer,
     SubmissionSerializer,
     TerminateSerializer,

@@ -10,17 +10,15 @@ from quotaportal.web.views import (
     dashboard,
     fleet,
     jobs,
-    manage_people,
-    manage_resources,
-    manage_slurm,
     notifications,
     pages,
     shares,
     usage,
     whatif,
 )
+from quotaportal.web.views.manage import people, resources, slurm
 
-people, capacity, notices = manage_people, manage_resources, notifications
+capacity, notices = resources, notifications
 
 urlpatterns = [
     path("", dashboard.dashboard, name="dashboard"),
@@ -101,7 +99,7 @@ urlpatterns = [
     path("manage/units/<int:pk>/delete/", capacity.unit_delete, name="manage-unit-delete"),
     path("manage/environments/", capacity.environments, name="manage-environments"),
     path("manage/environments/<int:pk>/", capacity.environment, name="manage-environment"),
-    path("manage/environments/<int:pk>/slurm/", manage_slurm.slurm_settings, name="manage-slurm"),
+    path("manage/environments/<int:pk>/slurm/", slurm.slurm_settings, name="manage-slurm"),
     path(
         "manage/environments/<int:pk>/delete/",
         capacity.environment_delete,

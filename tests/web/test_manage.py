@@ -324,7 +324,7 @@ def test_the_dashboard_shows_the_next_capacity_changes(admin_client, people, fle
 def test_a_long_bad_capacity_value_is_not_echoed_in_full():
     from django import forms as django_forms
 
-    from quotaportal.web.forms import parse_unit_counts
+    from quotaportal.web.forms.common import parse_unit_counts
 
     with pytest.raises(django_forms.ValidationError) as err:
         parse_unit_counts("x" * 1000)
@@ -336,7 +336,7 @@ def test_a_long_bad_capacity_value_is_not_echoed_in_full():
 
 @pytest.mark.django_db
 def test_a_bad_name_states_the_rule_not_the_fields_help():
-    from quotaportal.web.manage_forms import EnvironmentForm, ReservationForm, TeamForm
+    from quotaportal.web.forms.manage import EnvironmentForm, ReservationForm, TeamForm
 
     reservation = ReservationForm({"name": "bad name!"})
     reservation.is_valid()

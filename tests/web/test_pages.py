@@ -344,7 +344,7 @@ def test_an_anonymous_404_offers_to_sign_in(client):
 
 
 def test_the_submit_form_offers_what_the_users_shares_can_take(browser_as, people, fleet):
-    from quotaportal.web.forms import JobSubmitForm
+    from quotaportal.web.forms.jobs import JobSubmitForm
 
     form = JobSubmitForm(user=people.alice)  # alice's team has one share, on SIMULATED
     assert form.fields["quota_share"].initial == fleet.vision.pk, "the only share, chosen"

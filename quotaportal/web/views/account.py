@@ -23,10 +23,10 @@ from quotaportal.quotas.errors import Forbidden, ServiceError
 from quotaportal.quotas.models import PersonalToken
 from quotaportal.quotas.services import accounts
 from quotaportal.quotas.services import tokens as token_services
-from quotaportal.web.forms import show_service_errors
-from quotaportal.web.notification_forms import PersonalTokenForm
+from quotaportal.web.forms.common import show_service_errors
+from quotaportal.web.forms.notifications import PersonalTokenForm
 from quotaportal.web.views.common import forbid_on
-from quotaportal.web.views.manage_common import require_admin
+from quotaportal.web.views.manage.common import require_admin
 
 
 class SignInView(auth_views.LoginView):

@@ -12,7 +12,7 @@ from quotaportal.quotas import selectors, services
 from quotaportal.quotas.errors import Conflict, Forbidden, InvalidInput
 from quotaportal.quotas.models import JobArray, JobStatus
 from quotaportal.quotas.permissions import can_change_job
-from quotaportal.web.forms import PriorityForm, TerminateForm
+from quotaportal.web.forms.jobs import PriorityForm, TerminateForm
 from quotaportal.web.views.common import forbid_on, paginate
 
 OPEN = (JobStatus.PENDING, JobStatus.RUNNABLE, JobStatus.SCHEDULED, JobStatus.STARTING)

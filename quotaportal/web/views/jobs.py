@@ -19,13 +19,8 @@ from quotaportal.quotas.permissions import can_change_job, can_read_output
 from quotaportal.quotas.reasons import DEPENDENCY_WORDS, PLAIN_REASONS, SHORT_REASONS
 from quotaportal.quotas.services import estimates, output
 from quotaportal.web.events import describe
-from quotaportal.web.forms import (
-    JobSubmitForm,
-    OutputForm,
-    PriorityForm,
-    TerminateForm,
-    show_service_errors,
-)
+from quotaportal.web.forms.common import show_service_errors
+from quotaportal.web.forms.jobs import JobSubmitForm, OutputForm, PriorityForm, TerminateForm
 from quotaportal.web.views.common import forbid_on, paginate, query_without_page
 
 

@@ -12,14 +12,14 @@ from django.shortcuts import get_object_or_404, redirect, render
 from quotaportal.notifications import services
 from quotaportal.notifications.models import Webhook
 from quotaportal.quotas.errors import InvalidInput
-from quotaportal.web.forms import show_service_errors
-from quotaportal.web.notification_forms import (
+from quotaportal.web.forms.common import show_service_errors
+from quotaportal.web.forms.notifications import (
     EmailPreferenceForm,
     WebhookEditForm,
     WebhookForm,
     webhook_fields,
 )
-from quotaportal.web.views.manage_common import (
+from quotaportal.web.views.manage.common import (
     DeleteView,
     ListWithForm,
     page,

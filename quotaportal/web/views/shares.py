@@ -15,7 +15,8 @@ from quotaportal.quotas.errors import Conflict, Forbidden, InvalidInput
 from quotaportal.quotas.models import JobQueue, QuotaShare, State
 from quotaportal.quotas.permissions import is_platform_admin
 from quotaportal.web.events import plain_setting
-from quotaportal.web.forms import ShareForm, show_service_errors
+from quotaportal.web.forms.common import show_service_errors
+from quotaportal.web.forms.shares import ShareForm
 from quotaportal.web.views.common import forbid_on
 
 

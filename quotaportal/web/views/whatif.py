@@ -17,7 +17,7 @@ from quotaportal.quotas.permissions import is_platform_admin
 from quotaportal.quotas.services import whatif
 from quotaportal.usage import fairness as usage_fairness
 from quotaportal.web.charts import replay_chart
-from quotaportal.web.forms import WhatIfForm
+from quotaportal.web.forms.whatif import WhatIfForm
 from quotaportal.web.views.common import forbid_on
 from quotaportal.web.whatif_explained import better, draft_changes, verdict, worse
 

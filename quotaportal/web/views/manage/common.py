@@ -14,7 +14,7 @@ from django.views import View
 from quotaportal.quotas import services
 from quotaportal.quotas.errors import Conflict, Forbidden, InvalidInput, ServiceError
 from quotaportal.quotas.permissions import is_platform_admin
-from quotaportal.web.forms import in_plain_words, show_service_errors
+from quotaportal.web.forms.common import in_plain_words, show_service_errors
 from quotaportal.web.views.common import forbid_on
 
 

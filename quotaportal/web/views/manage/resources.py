@@ -26,8 +26,8 @@ from quotaportal.quotas.models import (
 )
 from quotaportal.quotas.services import reservations, resources
 from quotaportal.usage import fairness as usage_fairness
-from quotaportal.web.forms import unit_counts_text
-from quotaportal.web.manage_forms import (
+from quotaportal.web.forms.common import unit_counts_text
+from quotaportal.web.forms.manage import (
     AWS_FIELDS,
     AwsImportForm,
     EnvironmentEditForm,
@@ -40,7 +40,7 @@ from quotaportal.web.manage_forms import (
     UnitForm,
     pop_fair_share,
 )
-from quotaportal.web.views.manage_common import (
+from quotaportal.web.views.manage.common import (
     DeleteView,
     ListWithForm,
     act,

@@ -11,8 +11,8 @@ from quotaportal.quotas import selectors
 from quotaportal.quotas.models import Backend, ServiceEnvironment
 from quotaportal.slurm.models import SlurmCluster, SlurmState
 from quotaportal.slurm.services import config
-from quotaportal.web.slurm_forms import SlurmClusterForm, SlurmUnitForm
-from quotaportal.web.views.manage_common import page, require_admin, saved
+from quotaportal.web.forms.slurm import SlurmClusterForm, SlurmUnitForm
+from quotaportal.web.views.manage.common import page, require_admin, saved
 
 
 @login_required

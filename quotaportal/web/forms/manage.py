@@ -17,7 +17,7 @@ from quotaportal.quotas.models import (
 )
 from quotaportal.quotas.services.fairness import MAX_HALF_LIFE
 from quotaportal.quotas.services.resources import AWS_CONNECTION_FIELDS, MAX_GPUS_PER_UNIT
-from quotaportal.web.forms import parse_unit_counts
+from quotaportal.web.forms.common import parse_unit_counts
 from scheduler.fairshare import Counts
 
 # The names the services take (quotas.names: AWS's rule; units may hold dots), checked here

@@ -18,8 +18,8 @@ from django.views.decorators.http import require_POST
 from quotaportal.quotas import services
 from quotaportal.quotas.models import Membership, Team
 from quotaportal.quotas.services import accounts
-from quotaportal.web.manage_forms import MemberForm, TeamForm, UserCreateForm, UserEmailForm
-from quotaportal.web.views.manage_common import (
+from quotaportal.web.forms.manage import MemberForm, TeamForm, UserCreateForm, UserEmailForm
+from quotaportal.web.views.manage.common import (
     DeleteView,
     ListWithForm,
     act,
