@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 RUNTIME := $(VENV)/.runtime
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint format bench scenarios sync-scenarios docs screenshots clean
+.PHONY: demo test test-fast lint format bench scenarios sync-scenarios docs screenshots clean
 
 $(VENV)/bin/python:
 	@python_bin=$$(scripts/find-python) || exit 1; \
@@ -28,12 +28,25 @@ PORT ?= 8000
 demo: $(RUNTIME)
 	$(PY) manage.py demo --port $(PORT)
 
-# The tests run against real services: the machine's PostgreSQL and Redis unless overridden.
+# The tests run against real services: the machine's PostgreSQL and Redis unless overridden,
+# on TEST_WORKERS processes (pytest-xdist; each its own test database and Redis prefix).
+TEST_WORKERS ?= 2
+PARALLEL = -n $(TEST_WORKERS) --dist loadgroup
+# The fast lane: the planner, the services, the tick and the REST API (no browser, no agents,
+# no Slurm, no second portal).
+FAST_TESTS = tests/scheduler tests/quotas tests/api tests/usage tests/test_services.py
+
 test: export DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/quotaportal
 test: export REDIS_URL ?= redis://127.0.0.1:6379/15
 test: $(STAMP)
 	$(PY) scripts/check_services.py
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest $(PARALLEL) $(PYTEST_ARGS)
+
+test-fast: export DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/quotaportal
+test-fast: export REDIS_URL ?= redis://127.0.0.1:6379/15
+test-fast: $(STAMP)
+	$(PY) scripts/check_services.py
+	$(PY) -m pytest $(PARALLEL) -q $(FAST_TESTS) $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -25,6 +25,10 @@ if os.environ.get("CI"):
 # wake-ups) carry a prefix of its own, here and in the processes it starts: a second run on
 # the same Redis database (REDIS_URL's) neither sees nor clears them.
 os.environ.setdefault("QP_REDIS_PREFIX", f"quotaportal-test-{os.getpid()}")
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # A worker of a parallel run (pytest-xdist) inherits its controller's prefix: each worker
+    # is a run of its own (its own test database too), so it takes a prefix of its own.
+    os.environ["QP_REDIS_PREFIX"] = f"quotaportal-test-{os.getpid()}"
 if django_settings.configured:  # pytest-django may have loaded the settings before this file
     django_settings.QP_REDIS_PREFIX = os.environ["QP_REDIS_PREFIX"]
     django_settings.CELERY_BROKER_TRANSPORT_OPTIONS = {
@@ -107,3 +111,14 @@ def broker():
     url = stack.claim_redis_database(os.environ["REDIS_URL"], run)
     yield url
     stack.release_redis_database(url, run)
+
+
+def pytest_collection_modifyitems(items):
+    """In a parallel run (`-n 2 --dist loadgroup`, as `make test` runs), a module's tests stay
+    on one worker (its module-scoped fixtures are made once), and every test of the SLURM
+    backend on one worker too: they share one throwaway Slurm per worker, and two of them
+    beside each other on two cores make their timed waits race each other."""
+    for item in items:
+        path = item.nodeid.split("::")[0]
+        group = "slurm" if path.startswith("tests/slurm/") else path
+        item.add_marker(pytest.mark.xdist_group(group))
