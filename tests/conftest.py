@@ -1,10 +1,12 @@
 from __future__ import annotations
 
 import os
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from _pytest.nodeid import NodeId  # pytest 9: a test's id, which pytest-xdist groups by
 from django.conf import settings as django_settings
 from hypothesis import settings as hypothesis_settings
 
@@ -117,8 +119,23 @@ def pytest_collection_modifyitems(items):
     """In a parallel run (`-n 2 --dist loadgroup`, as `make test` runs), a module's tests stay
     on one worker (its module-scoped fixtures are made once), and every test of the SLURM
     backend on one worker too: they share one throwaway Slurm per worker, and two of them
-    beside each other on two cores make their timed waits race each other."""
+    beside each other on two cores make their timed waits race each other.
+
+    pytest-xdist reads a test's group from the end of its id (`…::test@group`); it writes that
+    itself from `xdist_group` marks into an attribute pytest 9 no longer reads, so the ids are
+    written here. Each test also gets an id of its own: schemathesis gives every API
+    operation's test the same one, and a parallel run would run one of them and drop the rest.
+    """
     for item in items:
-        path = item.nodeid.split("::")[0]
+        if "::" not in item.nodeid:
+            continue
+        head = item.nodeid.rpartition("::")[0]
+        path = head.split("::")[0]
         group = "slurm" if path.startswith("tests/slurm/") else path
-        item.add_marker(pytest.mark.xdist_group(group))
+        suffix = f"@{group}" if os.environ.get("PYTEST_XDIST_WORKER") else ""
+        item._id = NodeId.parse(f"{head}::{item.name}{suffix}")
+    counted = Counter(item.nodeid for item in items)
+    if twice := sorted(nodeid for nodeid, n in counted.items() if n > 1):
+        raise pytest.UsageError(
+            f"tests share an id (a parallel run keeps one of them): {twice[:5]}"
+        )
