@@ -7,52 +7,20 @@ takes --json for scripts; exit codes: 0 done, 1 the portal refused (bad input, a
 
 from __future__ import annotations
 
-import functools
 import json
 import socket
 import sys
 import time
 
 import click
-from rich.console import Console
 from rich.table import Table
 
-from qp import config, directives, login, submitting, words
-from qp.client import NOT_FOUND, USAGE, Client, Failure
+from qp import config, directives, login, reports, submitting, words
+from qp.client import NOT_FOUND, Client, Failure
+from qp.commanding import client, command, err, out
 
 FOLLOW_PAUSE = 1.0  # between reads of a job's output while it may print more
 WATCH_PAUSE = 2.0
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False)
-
-
-def client() -> Client:
-    settings = config.load()
-    return Client(settings.url, settings.token)
-
-
-def command(fn):
-    """A qp command: --json, and failures turned into their message and exit code."""
-
-    @click.option("--json", "as_json", is_flag=True, help="Print JSON (for scripts).")
-    @functools.wraps(fn)
-    def wrapper(*args, as_json: bool, **kwargs):
-        try:
-            result = fn(*args, as_json=as_json, **kwargs)
-        except Failure as failure:
-            if as_json:
-                body = {"error": failure.message, "status": failure.status}
-                click.echo(json.dumps({**body, "detail": failure.detail}))
-            else:
-                err.print(f"qp: {failure.message}", markup=False)
-            sys.exit(failure.code)
-        except directives.Invalid as invalid:
-            err.print(f"qp: {invalid}", markup=False)
-            sys.exit(USAGE)
-        if as_json and result is not None:
-            click.echo(json.dumps(result, indent=2, default=str))
-
-    return wrapper
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -107,7 +75,7 @@ login_command.name = "login"
 @click.option("--queue", help="Job queue (default: the share's).")
 @click.option("--unit", help="Capacity unit, e.g. a100 (default: the share's only one).")
 @click.option("-n", "--instances", type=click.IntRange(min=1), help="Instances (GPUs) it needs.")
-@click.option("--priority", type=click.IntRange(0, 9999), help="Scheduling priority, 0–9999.")
+@click.option("--priority", type=int, help="Scheduling priority (higher goes first).")
 @click.option("-t", "--time-limit", help="Stop it after this long: 90 (minutes), 2h, 1-12:00.")
 @click.option("-J", "--name", help="Job name (default: the script's name).")
 @click.option("--env", "env", multiple=True, metavar="NAME=VALUE", help="Set in its environment.")
@@ -119,7 +87,7 @@ login_command.name = "login"
     metavar="JOB[:ok|any|notok]",
     help="Wait for another job (an id or a name of yours).",
 )
-@click.option("--retries", type=click.IntRange(1, 10), help="Attempts it may use (default 1).")
+@click.option("--retries", type=int, help="Attempts it may use (default 1).")
 @command
 def submit(script, args, as_json, **flags):
     """Submit SCRIPT (reading its #QP and #SBATCH lines), or a command after --.
@@ -308,10 +276,10 @@ def _say_where(api: Client, job_id: str, attempt: str | None) -> None:
 
 @main_group.command()
 @click.argument("job")
-@click.argument("priority", type=click.IntRange(0, 9999))
+@click.argument("priority", type=int)
 @command
 def priority(job, priority, as_json):
-    """Raise or lower a waiting job's (or a whole array's) priority, 0–9999."""
+    """Raise or lower a waiting job's (or a whole array's) priority: the portal says its range."""
     api = client()
     kind, found = _job_or_array(api, job)
     path = "jobs" if kind == "job" else "job-arrays"
@@ -347,105 +315,6 @@ def cancel(jobs_given, reason, as_json):
         sys.exit(failed[0]["code"])
 
 
-# -- usage, shares -------------------------------------------------------------------------
-
-
-@main_group.command()
-@click.option(
-    "--by",
-    "group_by",
-    default="team",
-    show_default=True,
-    type=click.Choice(["team", "share", "user", "unit", "queue"]),
-)
-@click.option("--since", default="7d", show_default=True, help="7d, 24h, or an ISO date.")
-@click.option("--queue", help="Only this job queue.")
-@command
-def usage(group_by, since, queue, as_json):
-    """GPU-hours used, own and borrowed, lost to preemption, and waits."""
-    start = _since(since)
-    report = client().get("usage/", group_by=group_by, start=start, job_queue=queue)
-    if as_json:
-        return report
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    for column in (group_by.upper(), "HOURS", "OWN", "BORROWED", "PREEMPTED", "JOBS", "WAIT P50"):
-        table.add_column(column, justify="left" if column == group_by.upper() else "right")
-    for row in report["rows"]:
-        wait = row.get("wait_p50_s")
-        table.add_row(
-            row["key"],
-            words.hours(row["instance_seconds"]),
-            words.hours(row["own_instance_seconds"]),
-            words.hours(row["borrowed_instance_seconds"]),
-            words.hours(row["preempted_instance_seconds"]),
-            str(row["jobs"]),
-            words.span(wait) if wait is not None else "—",
-        )
-    out.print(f"Usage from {report['start']} to {report['end']} (GPU-hours)", markup=False)
-    out.print(table)
-    return None
-
-
-def _since(text: str) -> str:
-    from datetime import UTC, datetime, timedelta
-
-    if text[-1:] in "hd" and text[:-1].isdigit():
-        amount = int(text[:-1])
-        delta = timedelta(hours=amount) if text.endswith("h") else timedelta(days=amount)
-        return (datetime.now(UTC) - delta).isoformat()
-    return text  # the portal checks an ISO time and says what is wrong
-
-
-@main_group.command()
-@click.option("--queue", help="Only this job queue.")
-@command
-def shares(queue, as_json):
-    """Quota shares: limit, used, borrowed and lent per unit, and each share's fair-share
-    standing (its decayed past use per weight; the lowest borrows first)."""
-    api = client()
-    queues = [q["name"] for q in api.get("job-queues/")["results"]]
-    rows = []
-    for name in queues:
-        if queue and name != queue:
-            continue
-        snapshot = api.get(f"job-queues/{name}/snapshot/")
-        standing = _standings(api, name)
-        for share, units in sorted(snapshot["share_utilization"].items()):
-            for unit, figures in sorted(units.items()):
-                rows.append(
-                    {
-                        "job_queue": name,
-                        "quota_share": share,
-                        "unit": unit,
-                        **figures,
-                        "fair_share_standing": standing.get(share),
-                    }
-                )
-    if as_json:
-        return rows
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    figures = ("LIMIT", "USED", "BORROWED", "LENT", "STANDING")
-    for column in ("QUEUE", "SHARE", "UNIT", *figures):
-        table.add_column(column, justify="right" if column in figures else "left")
-    for row in rows:
-        standing = row["fair_share_standing"]
-        table.add_row(
-            row["job_queue"],
-            row["quota_share"],
-            row["unit"],
-            *(str(row.get(k, 0)) for k in ("limit", "used", "borrowed", "lent")),
-            "—" if standing is None else f"{standing:,.1f} h",
-        )
-    out.print(table)
-    return None
-
-
-def _standings(api, queue: str) -> dict:
-    """Share -> fair-share standing (instance-hours per weight; None without a policy)."""
-    found = api.get("quota-shares/", job_queue=queue, limit=1000)
-    return {share["name"]: share.get("fair_share_standing") for share in found["results"]}
-
-
 # -- completion ----------------------------------------------------------------------------
 
 
@@ -457,6 +326,10 @@ def completion(shell):
 
     completer = get_completion_class(shell)(main_group, {}, "qp", "_QP_COMPLETE")
     click.echo(completer.source())
+
+
+main_group.add_command(reports.usage)
+main_group.add_command(reports.shares)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -168,6 +168,11 @@ def test_json_and_exit_codes_for_scripts(alice, fleet, people, live_server, tmp_
     answer = json.loads(bad.stdout)
     assert answer["status"] == 400
     assert "quantity" in answer["detail"]
+    # The ranges are the portal's (one source): qp sends what it was given and says its answer.
+    urgent = alice.run("submit", "--priority", "12000", "--", "true", check=False)
+    assert urgent.returncode == 1
+    assert "scheduling_priority" in urgent.stderr
+    assert "9999" in urgent.stderr
     missing = alice.run("show", "00000000-0000-4000-8000-000000000000", check=False)
     assert missing.returncode == 5
     bob = Terminal(live_server.url, tmp_path / "bob")
