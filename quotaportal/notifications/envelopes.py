@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.urls import reverse
 
-from quotaportal.awsbatch.job_shapes import describe_shape, job_arn
+from quotaportal.awsbatch.described_jobs import describe_shape, job_arn
 from quotaportal.notifications.models import DetailType
 from quotaportal.quotas.models import Event, EventKind, Job, JobStatus
 

@@ -8,14 +8,14 @@ from django.utils import timezone
 
 from quotaportal.awsbatch.models import MirroredResource, MirrorKind
 from quotaportal.awsbatch.sync import client as aws_client
-from quotaportal.awsbatch.sync.mirror import share_key
-from quotaportal.awsbatch.sync.shapes import (
+from quotaportal.awsbatch.sync.comparable import (
     AWS_ACTIVE,
     environment_config,
     queue_config,
     share_config,
     submit_request,
 )
+from quotaportal.awsbatch.sync.mirror import share_key
 from quotaportal.quotas import bridge, services
 from quotaportal.quotas.models import CapacityUnit, SchedulerRun
 from quotaportal.quotas.ticking.run import run_tick

@@ -17,8 +17,8 @@ from rest_framework.test import APIClient
 
 from quotaportal.awsbatch.models import MirroredResource, MirrorKind, RemoteJob, SyncState
 from quotaportal.awsbatch.sync import client as aws_client
+from quotaportal.awsbatch.sync.comparable import AWS_ACTIVE, share_config
 from quotaportal.awsbatch.sync.mirror import share_key
-from quotaportal.awsbatch.sync.shapes import AWS_ACTIVE, share_config
 from quotaportal.quotas import services
 from quotaportal.quotas.models import Event, Job, ServiceEnvironment
 from tests.awsbatch.sync_builders import UNIT, Aws, submit

@@ -15,7 +15,7 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from quotaportal.awsbatch.models import MirroredResource, RemoteJob
-from quotaportal.awsbatch.sync.shapes import submit_request
+from quotaportal.awsbatch.sync.comparable import submit_request
 from quotaportal.quotas import services
 from quotaportal.quotas.models import Event, EventKind, Job, JobQueue, JobStatus, QuotaShare
 from quotaportal.quotas.services.shares import limits_of

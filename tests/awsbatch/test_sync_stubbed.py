@@ -14,12 +14,12 @@ from django.utils import timezone
 
 from quotaportal.awsbatch.models import MirroredResource, MirrorKind, RemoteJob, SyncState
 from quotaportal.awsbatch.sync import client as aws_client
-from quotaportal.awsbatch.sync.drift import resolve_drift
-from quotaportal.awsbatch.sync.shapes import (
+from quotaportal.awsbatch.sync.comparable import (
     AWS_ACTIVE,
     share_config,
     submit_request,
 )
+from quotaportal.awsbatch.sync.drift import resolve_drift
 from quotaportal.quotas import services
 from quotaportal.quotas.errors import Forbidden, InvalidInput
 from quotaportal.quotas.models import CapacityUnit, Event, EventKind, Job, JobQueue
@@ -565,7 +565,7 @@ def test_a_job_terminated_in_the_portal_takes_awss_stop_time(aws, people):
     aws.tick()
     aws.stub.assert_no_pending_responses()
     job.refresh_from_db()
-    from quotaportal.awsbatch.sync.shapes import moment
+    from quotaportal.awsbatch.sync.comparable import moment
 
     assert job.status == "FAILED"
     assert job.stopped_at == moment(stopped)

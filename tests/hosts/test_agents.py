@@ -148,7 +148,7 @@ HOLDS_ON = (
 def test_a_victim_stays_running_in_preemption_until_its_ranks_stop_then_waits_again(fleet, people):
     """AWS keeps a preempted job RUNNING (PREEMPTION_IN_PROGRESS) until it has stopped; here a
     rank that ignores SIGTERM holds its GPU for the queue's grace period (5 s)."""
-    from quotaportal.awsbatch.job_shapes import describe_shape
+    from quotaportal.awsbatch.described_jobs import describe_shape
     from quotaportal.notifications.envelopes import notices
 
     borrowers = [fleet.submit(name=f"a{i}", command=HOLDS_ON) for i in range(4)]

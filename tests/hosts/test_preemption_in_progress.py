@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from django.utils import timezone
 
-from quotaportal.awsbatch.job_shapes import describe_shape
+from quotaportal.awsbatch.described_jobs import describe_shape
 from quotaportal.hosts import services as host_services
 from quotaportal.hosts.models import Placement
 from quotaportal.notifications.envelopes import notices

@@ -9,7 +9,7 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from quotaportal.awsbatch.models import MirroredResource, MirrorKind
-from quotaportal.awsbatch.sync.shapes import share_config
+from quotaportal.awsbatch.sync.comparable import share_config
 from quotaportal.quotas import services
 from quotaportal.quotas.models import Team
 from quotaportal.quotas.services.shares import limits_of

@@ -6,8 +6,8 @@ from __future__ import annotations
 from django.db import transaction
 
 from quotaportal.awsbatch.models import MirroredResource, MirrorKind
+from quotaportal.awsbatch.sync.comparable import share_config
 from quotaportal.awsbatch.sync.mirror import share_key
-from quotaportal.awsbatch.sync.shapes import share_config
 from quotaportal.quotas.audit import record
 from quotaportal.quotas.errors import Conflict, InvalidInput
 from quotaportal.quotas.models import EventKind

@@ -18,15 +18,15 @@ from django.utils import timezone
 from quotaportal.awsbatch.conventions import TEAM_TAG
 from quotaportal.awsbatch.models import MirroredResource, MirrorKind
 from quotaportal.awsbatch.sync.client import Caller, new_client
-from quotaportal.awsbatch.sync.jobs import adopt_described
-from quotaportal.awsbatch.sync.mirror import share_key
-from quotaportal.awsbatch.sync.shapes import (
+from quotaportal.awsbatch.sync.comparable import (
     AWS_ACTIVE,
     aws_environment_config,
     aws_queue_config,
     aws_share_config,
     limits_dict,
 )
+from quotaportal.awsbatch.sync.jobs import adopt_described
+from quotaportal.awsbatch.sync.mirror import share_key
 from quotaportal.quotas import services
 from quotaportal.quotas.audit import record
 from quotaportal.quotas.errors import Conflict, InvalidInput
@@ -40,7 +40,7 @@ from quotaportal.quotas.models import (
     Team,
 )
 from quotaportal.quotas.permissions import require_admin
-from quotaportal.quotas.services.resources import aws_connection_errors
+from quotaportal.quotas.services.environments import aws_connection_errors
 
 READ_BUDGET = 100_000  # an import reads everything once; it is bounded by what AWS holds
 

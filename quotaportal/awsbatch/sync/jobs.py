@@ -19,8 +19,7 @@ from django.db.models import F
 
 from quotaportal.awsbatch.models import RemoteJob
 from quotaportal.awsbatch.sync.client import DRY_RUN_PREFIX, BudgetSpent, Refused
-from quotaportal.awsbatch.sync.mirror import Sync
-from quotaportal.awsbatch.sync.shapes import (
+from quotaportal.awsbatch.sync.comparable import (
     AWS_ACTIVE,
     AWS_FINAL,
     latest_attempt,
@@ -29,6 +28,7 @@ from quotaportal.awsbatch.sync.shapes import (
     remote_state,
     submit_request,
 )
+from quotaportal.awsbatch.sync.mirror import Sync
 from quotaportal.quotas.audit import record
 from quotaportal.quotas.models import ACTIVE, CapacityUnit, Event, EventKind, Job, JobStatus
 from quotaportal.quotas.services.remote import (

@@ -19,7 +19,7 @@ from django.conf import settings
 from quotaportal.awsbatch.conventions import TEAM_TAG
 from quotaportal.awsbatch.models import MirroredResource, MirrorKind
 from quotaportal.awsbatch.sync.client import Caller
-from quotaportal.awsbatch.sync.shapes import (
+from quotaportal.awsbatch.sync.comparable import (
     SAGEMAKER_TRAINING,
     aws_environment_config,
     aws_queue_config,

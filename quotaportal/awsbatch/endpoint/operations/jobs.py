@@ -8,6 +8,11 @@ from datetime import datetime, timedelta
 from django.db.models import Q
 
 from quotaportal.awsbatch.conventions import EPOCH, SAGEMAKER_TRAINING
+from quotaportal.awsbatch.described_jobs import (
+    describe_shape,
+    job_arn,
+    summary_shape,
+)
 from quotaportal.awsbatch.endpoint import lookups
 from quotaportal.awsbatch.endpoint.operations.payload import (
     capacity_of,
@@ -23,11 +28,6 @@ from quotaportal.awsbatch.endpoint.wire import (
     page,
     required,
     typed,
-)
-from quotaportal.awsbatch.job_shapes import (
-    describe_shape,
-    job_arn,
-    summary_shape,
 )
 from quotaportal.quotas import selectors, services
 from quotaportal.quotas.errors import Conflict, ServiceError
