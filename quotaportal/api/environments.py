@@ -27,7 +27,7 @@ from quotaportal.quotas.models import (
     State,
 )
 from quotaportal.quotas.services import reservations as reservation_services
-from quotaportal.quotas.services.resources import AWS_CONNECTION_FIELDS
+from quotaportal.quotas.services.environments import AWS_CONNECTION_FIELDS
 
 
 class ServiceEnvironmentSerializer(serializers.ModelSerializer):

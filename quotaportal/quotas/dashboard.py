@@ -25,12 +25,7 @@ from quotaportal.quotas.models import (
     QuotaShare,
     UtilizationSample,
 )
-from quotaportal.quotas.selectors import (
-    overcommitted_words,
-    planned_shares,
-    share_limits,
-    upcoming_capacity_changes,
-)
+from quotaportal.quotas.selectors import overcommitted_words, upcoming_capacity_changes
 from scheduler.utilization import share_breakdown
 
 BAR_PARTS = ("own", "borrowed", "lent", "idle", "short")
@@ -92,9 +87,10 @@ def queue_dashboard(queue: JobQueue, capacity: dict[str, int], since) -> dict:
         .order_by("name")
         .values_list(*(field.name for field in fields(ShareCard)[:-1]), "team__name")
     ]
-    limits = share_limits(queue)
+    limits = bridge.share_limits(queue)
     used, counts = share_activity(queue, {share.id: share.name for share in shares})
-    utilization = share_breakdown(planned_shares(shares, limits), used, capacity)
+    planned = [bridge.share_of(share, limits.get(share.id, {})) for share in shares]
+    utilization = share_breakdown(planned, used, capacity)
     rows = [
         {
             "share": share,

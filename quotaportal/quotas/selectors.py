@@ -22,7 +22,6 @@ from quotaportal.quotas.models import (
     ShareCapacityLimit,
 )
 from quotaportal.quotas.permissions import is_platform_admin, team_ids
-from scheduler import Share, Strategy
 from scheduler.positions import QueueNumbering
 from scheduler.reservations import Reservation as PlannedReservation
 from scheduler.reservations import capacity_at, changes_after
@@ -89,27 +88,10 @@ def share_utilization(
         used[share_name][unit] = total
     if shares is None:
         shares = list(QuotaShare.objects.filter(job_queue=queue).order_by("name"))
-    return share_breakdown(planned_shares(shares, share_limits(queue)), used, capacity)
-
-
-def share_limits(queue: JobQueue) -> dict[int, dict[str, int]]:
-    """share id -> {unit: max_capacity} for every share of the queue, in one query."""
-    limits: dict[int, dict[str, int]] = defaultdict(dict)
-    for share_id, unit, count in ShareCapacityLimit.objects.filter(
-        share__job_queue=queue
-    ).values_list("share_id", "capacity_unit__name", "max_capacity"):
-        limits[share_id][unit] = count
-    return limits
-
-
-def planned_shares(shares, limits: dict[int, dict[str, int]]) -> list[Share]:
-    """The shares as the planner and share_breakdown see them."""
-    return [
-        Share(
-            s.name, limits.get(s.id, {}), Strategy(s.sharing_strategy), enabled=s.state == "ENABLED"
-        )
-        for s in shares
-    ]
+    limits = bridge.share_limits(queue)
+    return share_breakdown(
+        [bridge.share_of(share, limits.get(share.id, {})) for share in shares], used, capacity
+    )
 
 
 def overcommitted_units(queue: JobQueue) -> list[str]:

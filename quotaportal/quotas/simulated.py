@@ -7,7 +7,11 @@ from datetime import timedelta
 
 from quotaportal.quotas.backends import EnvironmentBackend
 from quotaportal.quotas.models import DISPATCHED, Job, JobStatus
-from quotaportal.quotas.services.lifecycle import progress_simulated
+from quotaportal.quotas.services.lifecycle import (
+    NOT_YET_RUNNING,
+    mark_started_in_bulk,
+    succeed_in_bulk,
+)
 
 
 class SimulatedBackend(EnvironmentBackend):
@@ -27,3 +31,28 @@ class SimulatedBackend(EnvironmentBackend):
                 ends = started + timedelta(seconds=seconds)
                 soonest = ends if soonest is None else min(soonest, ends)
         return soonest
+
+
+def progress_simulated(queue_id: int, now) -> None:
+    """SIMULATED backend: dispatched jobs run from the next tick and end after their duration.
+
+    It runs inside the tick, which plans the freed capacity right after: no other tick is
+    asked for (the backend asks for one at its next start or end instead)."""
+    starting = Job.objects.filter(
+        job_queue_id=queue_id, status__in=NOT_YET_RUNNING, scheduled_at__lt=now
+    ).values_list("id", flat=True)
+    mark_started_in_bulk(dict.fromkeys(starting, now))
+    due = [
+        pk
+        for pk, started, seconds in Job.objects.filter(
+            job_queue_id=queue_id,
+            status=JobStatus.RUNNING,
+            simulated_duration_seconds__isnull=False,
+        ).values_list("id", "started_at", "simulated_duration_seconds")
+        if started + timedelta(seconds=seconds) <= now
+    ]
+    if due:
+        succeed_in_bulk(due, SIMULATED_DONE, now)
+
+
+SIMULATED_DONE = "Simulated run completed"

@@ -10,7 +10,7 @@ from __future__ import annotations
 from celery import shared_task
 
 from quotaportal.quotas.services import estimates, whatif
-from quotaportal.quotas.services.history import prune_history
+from quotaportal.quotas.services.pruning import prune_history
 from quotaportal.quotas.ticking import full_plan, requests
 from quotaportal.quotas.ticking.run import run_tick, run_tick_waiting, tickable_queue_ids
 

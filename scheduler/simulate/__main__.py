@@ -16,7 +16,7 @@ import time
 
 from scheduler.invariants import InvariantViolation
 from scheduler.simulate import simulate
-from scheduler.simulate.estimate import estimate_accuracy
+from scheduler.simulate.accuracy import estimate_accuracy
 from scheduler.simulate.fair_compare import comparison_lines, policy_from, with_policy
 from scheduler.simulate.loaders import alibaba_openb, fleet, kueue_baseline
 from scheduler.simulate.workload import WorkloadError, apply_config, load_workload, scaled

@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 from scheduler import Share, Strategy
 from scheduler.simulate import QueueConfig, QueueWorkload, Running, WorkJob, Workload, simulate
 from scheduler.simulate.__main__ import main
+from scheduler.simulate.accuracy import estimate_accuracy
 from scheduler.simulate.estimate import (
     DEFAULT_DURATION_S,
     Durations,
-    estimate_accuracy,
     estimate_ranges,
     estimate_starts,
     scenarios_with_arrivals,

@@ -15,6 +15,16 @@ from quotaportal.quotas.bridge.apply import (
     changed_reasons,
     write_pending,
 )
+from quotaportal.quotas.bridge.capacity import (
+    allowed_capacity,
+    capacity_now,
+    capacity_of,
+    environment_limits,
+    fit_targets,
+    most_capacity,
+    next_reservation_end,
+    usable_capacity,
+)
 from quotaportal.quotas.bridge.fronts import read_fronts, waiting_in_order
 from quotaportal.quotas.bridge.heads import plan_heads, reads_heads
 from quotaportal.quotas.bridge.snapshot import (
@@ -22,20 +32,12 @@ from quotaportal.quotas.bridge.snapshot import (
     Loaded,
     Terms,
     active_columns,
-    allowed_capacity,
-    capacity_now,
-    capacity_of,
-    environment_limits,
-    fit_targets,
     load_snapshot,
-    most_capacity,
-    next_reservation_end,
     queue_terms,
     scheduler_share,
     share_limits,
     share_of,
     timestamp,
-    usable_capacity,
     usage_after,
 )
 

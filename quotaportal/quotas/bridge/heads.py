@@ -13,7 +13,8 @@ from functools import partial
 from django.db import connection
 from psycopg import pq
 
-from quotaportal.quotas.bridge.snapshot import Loaded, Terms, capacity_of
+from quotaportal.quotas.bridge.capacity import capacity_of
+from quotaportal.quotas.bridge.snapshot import Loaded, Terms
 from quotaportal.quotas.models import HEAD_REASONS, JobQueue
 from scheduler import Job as PlannedJob
 from scheduler import Ordering, Plan, Snapshot

@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 from quotaportal.quotas.services.arrays import set_array_priority, submit_array, terminate_array
+from quotaportal.quotas.services.environments import (
+    create_service_environment,
+    update_service_environment,
+)
 from quotaportal.quotas.services.jobs import set_priority, submit_job, submit_jobs, terminate_job
 from quotaportal.quotas.services.lifecycle import end_attempt, finish_job, mark_started
+from quotaportal.quotas.services.queues import (
+    create_job_queue,
+    create_scheduling_policy,
+    update_job_queue,
+)
 from quotaportal.quotas.services.resources import (
     add_member,
     create_capacity_unit,
-    create_job_queue,
-    create_scheduling_policy,
-    create_service_environment,
     create_team,
     create_user,
     delete_resource,
-    update_job_queue,
-    update_service_environment,
 )
 from quotaportal.quotas.services.shares import create_share, delete_share, update_share
 from quotaportal.quotas.services.tags import tag_resource, untag_resource

@@ -1,12 +1,11 @@
-"""How attempts end: success, failure with retries, timeouts, and the SIMULATED backend.
+"""How attempts start and end: dispatched, starting, running, success, failure with retries,
+and the end of a preemption (the SIMULATED backend and the time limits use these).
 
 Each transition is a conditional UPDATE on the job's current status, so a stale or
 replayed report (an agent retrying, a tick racing a termination) changes nothing.
 """
 
 from __future__ import annotations
-
-from datetime import timedelta
 
 from django.db import connection, transaction
 from django.db.models import Case, DateTimeField, F, Value, When
@@ -17,22 +16,14 @@ from quotaportal.quotas.audit import event_row, insert_events, preemption_comple
 from quotaportal.quotas.bridge import PREEMPTED_REASONS
 from quotaportal.quotas.models import (
     DISPATCHED,
-    ENVIRONMENT_TOO_SMALL,
-    INSUFFICIENT_CAPACITY,
-    QUOTA_LIMIT_EXCEEDED,
     Event,
     EventKind,
     Job,
     JobAttempt,
     JobStatus,
-    PendingReason,
 )
-from quotaportal.quotas.selectors import heads_waiting_since
-from quotaportal.quotas.services.jobs import terminate_job
 from quotaportal.quotas.services.retries import should_retry
-from quotaportal.quotas.ticking.changes import agents_must_hear, events_written, queue_changed
-
-ATTEMPT_TIMEOUT = "Attempt duration exceeded"
+from quotaportal.quotas.ticking.changes import events_written, queue_changed
 
 
 def end_attempt(
@@ -91,31 +82,6 @@ def finish_job(job: Job, status: str, now=None, actor=None) -> Job | None:
     succeeded = status == JobStatus.SUCCEEDED
     reason = "Job completed" if succeeded else "Job failed"
     return end_attempt(job, succeeded=succeeded, status_reason=reason, now=now, actor=actor)
-
-
-def progress_simulated(queue_id: int, now) -> None:
-    """SIMULATED backend: dispatched jobs run from the next tick and end after their duration.
-
-    It runs inside the tick, which plans the freed capacity right after: no other tick is
-    asked for (the backend asks for one at its next start or end instead)."""
-    starting = Job.objects.filter(
-        job_queue_id=queue_id, status__in=NOT_YET_RUNNING, scheduled_at__lt=now
-    ).values_list("id", flat=True)
-    mark_started_in_bulk(dict.fromkeys(starting, now))
-    due = [
-        pk
-        for pk, started, seconds in Job.objects.filter(
-            job_queue_id=queue_id,
-            status=JobStatus.RUNNING,
-            simulated_duration_seconds__isnull=False,
-        ).values_list("id", "started_at", "simulated_duration_seconds")
-        if started + timedelta(seconds=seconds) <= now
-    ]
-    if due:
-        succeed_in_bulk(due, SIMULATED_DONE, now)
-
-
-SIMULATED_DONE = "Simulated run completed"
 
 
 def succeed_in_bulk(
@@ -218,25 +184,6 @@ def _succeed_portably(when: dict, status_reason: str) -> list[int]:
             for pk, queue_id, share_id, count in rows
         )
     return [queue_id for _, queue_id, _, _ in rows]
-
-
-def enforce_attempt_timeouts(queue_id: int, now) -> None:
-    """attempt_duration_seconds counts from RUNNING; past it the attempt fails (and may retry)."""
-    running = Job.objects.filter(
-        job_queue_id=queue_id,
-        status=JobStatus.RUNNING,
-        attempt_duration_seconds__isnull=False,
-        started_at__isnull=False,
-    ).only("id", "started_at", "attempt_duration_seconds", "job_queue_id")
-    timed_out = [
-        job
-        for job in running
-        if job.started_at + timedelta(seconds=job.attempt_duration_seconds) <= now
-    ]
-    for job in timed_out:
-        end_attempt(job, succeeded=False, status_reason=ATTEMPT_TIMEOUT, now=now)
-    if timed_out:
-        agents_must_hear(queue_id)  # their ranks must stop
 
 
 def mark_started(job: Job, now=None) -> bool:
@@ -421,61 +368,4 @@ def _per_row(values: dict, key: str = "pk"):
     return Case(
         *(When(**{key: pk}, then=Value(value)) for pk, value in values.items()),
         output_field=DateTimeField(),
-    )
-
-
-TIME_LIMIT_REASON = "Terminated by JobStateTimeLimit action due to reason: {reason}"
-
-
-def enforce_runnable_time_limits(queue, now) -> int:
-    """AWS's jobStateTimeLimitActions: a job that heads its share RUNNABLE for longer than an
-    action's max_time_seconds (since it was submitted or last requeued), blocked for that
-    action's reason, is terminated, so the jobs behind it move up. Per reason the shortest
-    limit applies. Returns how many were terminated."""
-
-    limits: dict[str, int] = {}
-    for action in queue.job_state_time_limit_actions or []:
-        reason, seconds = action["reason"], action["max_time_seconds"]
-        limits[reason] = min(seconds, limits.get(reason, seconds))
-    if not limits:
-        return 0
-    cutoff = now - timedelta(seconds=min(limits.values()))
-    sizes = environment_sizes(queue)
-    terminated = 0
-    for job in heads_waiting_since(queue, cutoff):
-        reason = blocked_for(job, sizes)
-        if reason in limits and job.waiting_since <= now - timedelta(seconds=limits[reason]):
-            terminate_job(None, job, TIME_LIMIT_REASON.format(reason=reason), now=now)
-            terminated += 1
-    return terminated
-
-
-# The pending reasons each of AWS's time-limit reasons covers.
-BLOCKED_BY = {
-    INSUFFICIENT_CAPACITY: {PendingReason.WAITING_FOR_CAPACITY, PendingReason.NOTHING_TO_BORROW},
-    QUOTA_LIMIT_EXCEEDED: {
-        PendingReason.SHARE_AT_LIMIT,
-        PendingReason.BORROW_LIMIT_REACHED,
-        PendingReason.EXCEEDS_SHARE_CEILING,
-        PendingReason.NO_CAPACITY_LIMIT_FOR_UNIT,
-    },
-}
-
-
-def blocked_for(job: Job, sizes: dict[int, int]) -> str | None:
-    """The time-limit reason a RUNNABLE head is blocked for: larger than its environment
-    (SERVICE_ENVIRONMENT_MAX_RESOURCE), held by its share's quota configuration, or waiting
-    for capacity; None when it is blocked for none of them."""
-    if job.quantity > sizes.get(job.capacity_unit_id, 0):
-        return ENVIRONMENT_TOO_SMALL
-    for reason, pending in BLOCKED_BY.items():
-        if job.pending_reason in pending:
-            return reason
-    return None
-
-
-def environment_sizes(queue) -> dict[int, int]:
-    """The queue's environment's max_capacity per capacity unit id."""
-    return dict(
-        queue.service_environment.capacity_limits.values_list("capacity_unit_id", "max_capacity")
     )

@@ -8,6 +8,7 @@
   advisory lock), and a caller's own tick of an environment it holds (tick_held);
 - carry: a checked plan carried out under the lock (starts, preemptions, reasons, samples,
   the plan's memo on the queue row), for a tick and for a full plan alike;
+- records: what a tick leaves behind (its SchedulerRun and /metrics' counters, or a skip);
 - full_plan: the periodic read and plan of every active job of a long queue, made outside
   the environment's lock and applied under it only if what it read still holds;
 - loop: the embedded default's scheduler thread (no Celery).

@@ -35,13 +35,8 @@ from quotaportal.quotas.bridge import fairness
 from quotaportal.quotas.models import DISPATCHED, Job, JobQueue, SchedulerRun
 from quotaportal.quotas.ticking import changes
 from quotaportal.quotas.ticking.carry import Planned, carry_out
-from quotaportal.quotas.ticking.run import (
-    collector_paused,
-    ended_unfitted,
-    record_run,
-    terms_standing,
-    tickable_queue_ids,
-)
+from quotaportal.quotas.ticking.records import collector_paused, record_run
+from quotaportal.quotas.ticking.run import ended_unfitted, terms_standing, tickable_queue_ids
 from scheduler import check_plan, plan_tick
 
 log = logging.getLogger(__name__)

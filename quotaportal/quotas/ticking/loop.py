@@ -15,7 +15,7 @@ from django.db import close_old_connections, connection
 from django.utils import timezone
 
 from quotaportal.quotas.services import estimates, reservations
-from quotaportal.quotas.services.history import prune_history
+from quotaportal.quotas.services.pruning import prune_history
 from quotaportal.quotas.ticking import full_plan, requests
 from quotaportal.quotas.ticking.run import run_tick, tickable_queue_ids
 

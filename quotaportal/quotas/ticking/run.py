@@ -21,14 +21,13 @@ An invariant breach rolls everything back and is recorded as the run's error.
 
 from __future__ import annotations
 
-import gc
 import logging
 import time
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -38,7 +37,6 @@ from quotaportal.quotas.backends import backend_for, self_scheduling_backends
 from quotaportal.quotas.bridge import fairness
 from quotaportal.quotas.models import (
     DISPATCHED,
-    TICK_BUCKETS,
     TICK_SKIPPED,
     Job,
     JobQueue,
@@ -46,10 +44,9 @@ from quotaportal.quotas.models import (
     Reservation,
     SchedulerRun,
     State,
-    TickStat,
 )
 from quotaportal.quotas.services.arrays import release_pending
-from quotaportal.quotas.services.lifecycle import (
+from quotaportal.quotas.services.time_limits import (
     enforce_attempt_timeouts,
     enforce_runnable_time_limits,
 )
@@ -60,6 +57,12 @@ from quotaportal.quotas.ticking.carry import (
     carry_out,
     record_sample,
     tick_at_next_change,
+)
+from quotaportal.quotas.ticking.records import (
+    collector_paused,
+    count_tick,
+    record_run,
+    record_skip,
 )
 from scheduler import InvariantViolation, Plan, check_plan, plan_tick
 
@@ -107,7 +110,7 @@ def run_environment_tick(
         now = now or timezone.now()
         if not locked:
             if asked_by is not None:
-                runs[asked_by] = _record_skip(asked_by, now)
+                runs[asked_by] = record_skip(asked_by, now)
                 count_tick(asked_by, TICK_SKIPPED, 0.0)
             return runs
         ended = ended_unfitted(env_id, now)
@@ -236,82 +239,6 @@ def _tick_queue(queue: JobQueue, now, turn: _Turn) -> SchedulerRun:
     return record_run(run, now, started)
 
 
-@contextmanager
-def collector_paused():
-    """Python's cycle collector stays off while a tick reads, plans and writes. A tick makes a
-    hundred thousand objects (the snapshot's jobs, the plan's entries) that live until it ends
-    and hold no cycles, and every collection their allocation sets off walks all of them: a
-    sixth of a 100k tick (bench_tick). The collector is the process's, shared by its threads:
-    only a caller that found it on turns it on again."""
-    was_on = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_on:
-            gc.enable()
-
-
-def record_run(run: SchedulerRun, now, started: float) -> SchedulerRun:
-    seconds = time.perf_counter() - started
-    run.started_at, run.duration_ms = now, seconds * 1000
-    if connection.vendor != "postgresql":
-        run.save(force_insert=True)
-        count_tick(run.job_queue_id, bucket_of(seconds), seconds)
-        return run
-    with connection.cursor() as cursor:
-        cursor.execute(
-            RECORD_RUN_SQL,
-            {
-                "queue": run.job_queue_id,
-                "started_at": now,
-                "duration_ms": run.duration_ms,
-                "dispatched": run.dispatched,
-                "preempted": run.preempted,
-                "skipped": run.skipped,
-                "replanned": run.replanned,
-                "error": run.error,
-                "calls": run.backend_calls,
-                "bucket": bucket_of(seconds),
-                "seconds": seconds,
-            },
-        )
-        run.pk = cursor.fetchone()[0]
-    return run
-
-
-def bucket_of(seconds: float) -> str:
-    """The tick-duration histogram bucket a tick falls in (Prometheus: `le`)."""
-    return next((b for b in TICK_BUCKETS if seconds <= float(b)), "+Inf")
-
-
-# One statement whether or not the bucket's row exists yet (PostgreSQL, and SQLite 3.24+).
-_STATS = TickStat._meta.db_table
-COUNT_TICK_SQL = f"""
-    INSERT INTO {_STATS} (job_queue_id, bucket, count, seconds)
-    VALUES (%(queue)s, %(bucket)s, 1, %(seconds)s)
-    ON CONFLICT (job_queue_id, bucket) DO UPDATE
-    SET count = {_STATS}.count + 1, seconds = {_STATS}.seconds + excluded.seconds
-"""
-
-
-# Every tick writes both (a batch of reports brings one): on PostgreSQL in one statement.
-RECORD_RUN_SQL = f"""
-    WITH counted AS ({COUNT_TICK_SQL})
-    INSERT INTO quotas_schedulerrun (job_queue_id, started_at, duration_ms, dispatched,
-        preempted, skipped, replanned, error, backend_calls)
-    VALUES (%(queue)s, %(started_at)s, %(duration_ms)s, %(dispatched)s, %(preempted)s,
-        %(skipped)s, %(replanned)s, %(error)s, %(calls)s)
-    RETURNING id
-"""
-
-
-def count_tick(queue_id: int, bucket: str, seconds: float) -> None:
-    """Add one tick to the queue's cumulative counters (for /metrics)."""
-    with connection.cursor() as cursor:
-        cursor.execute(COUNT_TICK_SQL, {"queue": queue_id, "bucket": bucket, "seconds": seconds})
-
-
 def _tick_locked(queue: JobQueue, now, turn: _Turn) -> Outcome:
     """Plan and apply (replanned False when nothing changed since the last plan); first, on a
     turn that advances, move time-driven state on."""
@@ -404,17 +331,3 @@ def _unchanged_since_last_plan(queue: JobQueue, version: int, now) -> bool:
         preemption_stopping=False,
         quota_share__isnull=False,
     ).exists()
-
-
-def _record_skip(queue_id: int, now) -> SchedulerRun | None:
-    """A record that the queue's tick found its environment's lock taken; None when the
-    queue was deleted meanwhile (its delete holds that lock)."""
-    try:
-        with transaction.atomic():
-            if connection.vendor == "postgresql":
-                with connection.cursor() as cursor:
-                    # Check the queue's key now, inside this savepoint, not at commit.
-                    cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
-            return SchedulerRun.objects.create(job_queue_id=queue_id, started_at=now, skipped=True)
-    except IntegrityError:
-        return None

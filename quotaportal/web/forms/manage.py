@@ -15,8 +15,9 @@ from quotaportal.quotas.models import (
     State,
     Team,
 )
+from quotaportal.quotas.services.environments import AWS_CONNECTION_FIELDS
 from quotaportal.quotas.services.fairness import MAX_HALF_LIFE
-from quotaportal.quotas.services.resources import AWS_CONNECTION_FIELDS, MAX_GPUS_PER_UNIT
+from quotaportal.quotas.services.resources import MAX_GPUS_PER_UNIT
 from quotaportal.web.forms.common import parse_unit_counts
 from scheduler.fairshare import Counts
 

@@ -20,7 +20,7 @@ from quotaportal.web.forms.notifications import (
     webhook_fields,
 )
 from quotaportal.web.views.manage.common import (
-    DeleteView,
+    AdminDeleteView,
     ListWithForm,
     page,
     require_admin,
@@ -89,7 +89,7 @@ def _status_sent(body: str) -> str:
     return str(detail.get("status", "")) if isinstance(detail, dict) else ""
 
 
-class WebhookDeleteView(DeleteView):
+class WebhookDeleteView(AdminDeleteView):
     model, kind, listed = Webhook, "webhook", "manage-webhooks"
 
     def delete(self, obj) -> None:

@@ -99,7 +99,7 @@ def act(request, call: Callable[[], object], done: str, back: str, *args):
     return redirect(back, *args)
 
 
-class DeleteView(AdminView):
+class AdminDeleteView(AdminView):
     """A POST deleting one row through `delete`: back to the list when done, or, refused
     (with the service's reason), to the object's page when it has one."""
 

@@ -20,7 +20,7 @@ from quotaportal.quotas.models import Membership, Team
 from quotaportal.quotas.services import accounts
 from quotaportal.web.forms.manage import MemberForm, TeamForm, UserCreateForm, UserEmailForm
 from quotaportal.web.views.manage.common import (
-    DeleteView,
+    AdminDeleteView,
     ListWithForm,
     act,
     page,
@@ -105,7 +105,7 @@ def team_member_remove(request, pk, user_id):
     )
 
 
-class TeamDeleteView(DeleteView):
+class TeamDeleteView(AdminDeleteView):
     model, kind, listed, detail = Team, "team", "manage-teams", "manage-team"
 
     def delete(self, team) -> None:

@@ -24,6 +24,7 @@ from quotaportal.quotas.models import (
     ServiceEnvironment,
     Team,
 )
+from quotaportal.quotas.services import queues as queue_services
 from quotaportal.quotas.services import reservations, resources
 from quotaportal.usage import fairness as usage_fairness
 from quotaportal.web.forms.common import unit_counts_text
@@ -41,7 +42,7 @@ from quotaportal.web.forms.manage import (
     pop_fair_share,
 )
 from quotaportal.web.views.manage.common import (
-    DeleteView,
+    AdminDeleteView,
     ListWithForm,
     act,
     page,
@@ -106,7 +107,7 @@ def unit(request, pk):
     )
 
 
-class UnitDeleteView(DeleteView):
+class UnitDeleteView(AdminDeleteView):
     model, kind, listed = CapacityUnit, "capacity unit", "manage-units"
 
 
@@ -219,7 +220,7 @@ def environment_context(env: ServiceEnvironment) -> dict:
     }
 
 
-class EnvironmentDeleteView(DeleteView):
+class EnvironmentDeleteView(AdminDeleteView):
     model, kind = ServiceEnvironment, "service environment"
     listed, detail = "manage-environments", "manage-environment"
 
@@ -264,7 +265,7 @@ class PoliciesView(ListWithForm):
 policies = PoliciesView.as_view()
 
 
-class PolicyDeleteView(DeleteView):
+class PolicyDeleteView(AdminDeleteView):
     model, kind, listed = SchedulingPolicy, "scheduling policy", "manage-policies"
 
 
@@ -335,11 +336,11 @@ def _save_queue(actor, queue: JobQueue, data: dict) -> JobQueue:
     return usage_fairness.set_policy(actor, queue, **policy)
 
 
-class QueueDeleteView(DeleteView):
+class QueueDeleteView(AdminDeleteView):
     model, kind, listed, detail = JobQueue, "job queue", "manage-queues", "manage-queue"
 
     def delete(self, queue) -> None:
-        resources.delete_job_queue(self.request.user, queue)
+        queue_services.delete_job_queue(self.request.user, queue)
 
 
 queue_delete = QueueDeleteView.as_view()

@@ -1,4 +1,5 @@
-"""Read-only pages: GPU hosts and the audit log."""
+"""The GPU hosts page and its admin actions: a host's state, releasing or deleting it, and
+agent tokens (a new one shown once with its command, revoking one)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,9 @@ from django.views.decorators.http import require_POST
 from quotaportal.hosts import services as host_services
 from quotaportal.hosts.models import AgentToken, GpuHost
 from quotaportal.quotas.errors import Conflict, Forbidden, InvalidInput
-from quotaportal.quotas.models import Backend, Event, EventKind, ServiceEnvironment
+from quotaportal.quotas.models import Backend, ServiceEnvironment
 from quotaportal.quotas.permissions import is_platform_admin
-from quotaportal.web.events import LABELS, describe
-from quotaportal.web.views.common import forbid_on, paginate, query_without_page
+from quotaportal.web.views.common import forbid_on
 
 
 @login_required
@@ -81,24 +81,4 @@ def agent_token(request, pk):
     )
     return render(
         request, "web/agent_token.html", {"env": env, "command": command, "host_name": host_name}
-    )
-
-
-@login_required
-def audit_log(request):
-    events = Event.objects.select_related("job", "share", "job_queue").order_by("-time", "-id")
-    kind = request.GET.get("kind")
-    if kind in EventKind.values:
-        events = events.filter(kind=kind)
-    page = paginate(request, events, size=50)
-    page.object_list = describe(page.object_list)
-    return render(
-        request,
-        "web/audit.html",
-        {
-            "page": page,
-            "kinds": [(k, LABELS.get(k, k)) for k in EventKind.values],
-            "kind": kind,
-            "query": query_without_page(request),
-        },
     )
