@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 from django.db.models import Count, Sum
 from django.utils import timezone
@@ -50,9 +50,18 @@ class ShareCard:
         return self.id
 
 
+# ShareCard's fields, in its order, as the share's columns.
+SHARE_CARD_COLUMNS = (
+    *("id", "name", "state", "sharing_strategy", "borrow_limit", "in_share_preemption"),
+    "team__name",
+)
+
+
 # What a preemption's line shows (a job row holds its whole command and environment).
-EVENT_FIELDS = ("id", "time", "kind", "detail", "job_id", "job__name", "job__share_name")
-EVENT_FIELDS += ("share_id", "share__name")
+EVENT_FIELDS = (
+    *("id", "time", "kind", "detail"),
+    *("job_id", "job__name", "job__share_name", "share_id", "share__name"),
+)
 
 
 def dashboard_version(queue: JobQueue, capacity: dict[str, int], now) -> str:
@@ -85,7 +94,7 @@ def queue_dashboard(queue: JobQueue, capacity: dict[str, int], since) -> dict:
         ShareCard(*row)
         for row in QuotaShare.objects.filter(job_queue=queue)
         .order_by("name")
-        .values_list(*(field.name for field in fields(ShareCard)[:-1]), "team__name")
+        .values_list(*SHARE_CARD_COLUMNS)
     ]
     limits = bridge.share_limits(queue)
     used, counts = share_activity(queue, {share.id: share.name for share in shares})
