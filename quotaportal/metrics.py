@@ -28,7 +28,7 @@ from prometheus_client.core import (
 
 from quotaportal.awsbatch.models import SyncState
 from quotaportal.hosts.models import GpuHost
-from quotaportal.quotas import bridge, selectors
+from quotaportal.quotas import selectors
 from quotaportal.quotas.models import (
     TICK_BUCKETS,
     TICK_SKIPPED,
@@ -41,6 +41,7 @@ from quotaportal.quotas.models import (
     ServiceEnvironment,
     TickStat,
 )
+from quotaportal.tick import bridge
 from quotaportal.usage import reports as usage_reports
 
 PREEMPTION_KINDS = {

@@ -63,6 +63,7 @@ INSTALLED_APPS = [
     "quotaportal.identity",
     "quotaportal.hosts",
     "quotaportal.slurm",
+    "quotaportal.simulated",
     "quotaportal.awsbatch",
     "quotaportal.api",
     "quotaportal.web",
@@ -209,7 +210,7 @@ QP_IMMEDIATE_TICKS = envbool("QP_IMMEDIATE_TICKS", True)
 QP_FULL_REPLAN_SECONDS = envint("QP_FULL_REPLAN_SECONDS", 30)
 # A STRICT queue's tick reads the first QP_TICK_HEADS jobs of each share's line (more where
 # the plan needs them); every job is read and planned every QP_FULL_PLAN_SECONDS outside the
-# tick lock (ticking.full_plan, beat's "plan-queues-fully"), by a tick itself only when that
+# tick lock (tick.full_plan, beat's "plan-queues-fully"), by a tick itself only when that
 # has not come for twice as long (0: every tick reads every job).
 QP_TICK_HEADS = envint("QP_TICK_HEADS", 8)
 if QP_TICK_HEADS < 1:
@@ -255,7 +256,7 @@ MAILERS = {
 }
 DEFAULT_FROM_EMAIL = os.environ.get("QP_EMAIL_FROM", "quotaportal@localhost")
 QP_ESTIMATE_SECONDS = envint("QP_ESTIMATE_SECONDS", 10)
-# Jobs' whole output (quotas.services.output): kept this many days, at most this many bytes
+# Jobs' whole output (jobs.output): kept this many days, at most this many bytes
 # per rank of an attempt (beyond it the backend sends no more).
 QP_OUTPUT_RETENTION_DAYS = envint("QP_OUTPUT_RETENTION_DAYS", 30)
 QP_OUTPUT_MAX_BYTES = envint("QP_OUTPUT_MAX_BYTES", 256 * 1024 * 1024)

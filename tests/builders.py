@@ -178,7 +178,7 @@ def borrowed_yesterday(share: str, hours: float) -> None:
 def wants_to_borrow(people, queue) -> tuple:
     """Each borrower holds its own GPU; then vision, and after it speech, want 2 more; a
     tick after each. The two jobs that want more, as the ticks left them."""
-    from quotaportal.quotas.ticking.run import run_tick
+    from quotaportal.tick.run import run_tick
 
     for share in ("vision", "speech"):
         services.submit_job(

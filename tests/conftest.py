@@ -62,7 +62,7 @@ def _ticks_only_when_asked(settings):
     settings.QP_NOTIFY_AFTER_COMMIT = False
     yield
     from quotaportal.quotas import config_cache
-    from quotaportal.quotas.ticking import requests as ticks
+    from quotaportal.tick import requests as ticks
 
     # A test that queued a tick without a worker to take it leaves no claim for the next.
     ticks.gate._local.clear()

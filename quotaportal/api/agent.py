@@ -21,7 +21,7 @@ from rest_framework.views import APIView
 from quotaportal.api.parsers import BytesParser
 from quotaportal.hosts import services
 from quotaportal.hosts.models import AgentToken
-from quotaportal.quotas.services.output import OutputGap
+from quotaportal.jobs.output import OutputGap
 
 MAX_REPORTS = 256
 MAX_REPORT_AGE = 7 * 86_400.0  # an agent caps what it sends at this (reporter.MAX_AGE)

@@ -15,9 +15,9 @@ from quotaportal.api.job_serializers import (
     TerminateSerializer,
     submission,
 )
+from quotaportal.jobs.arrays import MAX_ARRAY
 from quotaportal.quotas import selectors, services
 from quotaportal.quotas.models import JobArray
-from quotaportal.quotas.services.arrays import MAX_ARRAY
 
 
 class JobArraySerializer(serializers.ModelSerializer):

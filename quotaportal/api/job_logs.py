@@ -11,8 +11,8 @@ from rest_framework import serializers
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.renderers import BaseRenderer
 
+from quotaportal.jobs.output import READ_LIMIT, read_output
 from quotaportal.quotas.permissions import can_read_output
-from quotaportal.quotas.services.output import READ_LIMIT, read_output
 
 
 class LogQuerySerializer(serializers.Serializer):

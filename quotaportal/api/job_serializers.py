@@ -16,6 +16,8 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from quotaportal.api.common import NamedRef, no_nul_characters
+from quotaportal.jobs.fields import AFTER_KINDS, MAX_COMMAND_BYTES, MAX_TAG_VALUE
+from quotaportal.jobs.user_actions import MAX_BATCH
 from quotaportal.quotas import selectors, standings
 from quotaportal.quotas.models import (
     Backend,
@@ -26,8 +28,6 @@ from quotaportal.quotas.models import (
 )
 from quotaportal.quotas.permissions import can_read_output
 from quotaportal.quotas.reasons import SHORT_REASONS
-from quotaportal.quotas.services.job_fields import AFTER_KINDS, MAX_COMMAND_BYTES, MAX_TAG_VALUE
-from quotaportal.quotas.services.jobs import MAX_BATCH
 from scheduler.simulate.estimate import ASSUMPTION
 from scheduler.validation import MAX_PRIORITY, MAX_RETRY_ATTEMPTS, MIN_PRIORITY, MIN_RETRY_ATTEMPTS
 

@@ -20,8 +20,8 @@ from quotaportal.api.job_serializers import (
     fresh_job,
     submission,
 )
+from quotaportal.jobs.filters import JobFilter
 from quotaportal.quotas import selectors, services
-from quotaportal.quotas.job_filters import JobFilter
 from quotaportal.quotas.models import JobQueue
 
 

@@ -11,8 +11,8 @@ from quotaportal.hosts.services import (
     mark_lost_hosts,
     place_started_jobs,
 )
+from quotaportal.jobs.lifecycle import return_unplaced
 from quotaportal.quotas.backends import EnvironmentBackend
-from quotaportal.quotas.services.lifecycle import return_unplaced
 
 # Every tick asks (an agent's batch of reports brings one): written out, one short statement.
 READY_SLOTS_SQL = f"""

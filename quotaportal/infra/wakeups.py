@@ -1,7 +1,7 @@
 """Wake-ups: telling whoever waits on a service environment that it changed.
 
 A heartbeat may wait (long-poll) until what should run on its host changes. Whatever changes
-that is announced by the ticking layer once its transaction commits (quotas.ticking.changes),
+that is announced by the tick once its transaction commits (tick.changes),
 through publish() here. Waiters block on an in-process condition; with REDIS_URL set,
 announcements travel between processes (web workers, Celery worker) over Redis pub/sub,
 relayed into each process's condition by one listener thread.

@@ -9,5 +9,5 @@ class NotificationsConfig(AppConfig):
     verbose_name = "Notifications"
 
     def ready(self) -> None:
-        # The Celery entry points register themselves as the ticking layer's publisher.
+        # The Celery entry points register themselves as the tick's publisher.
         from quotaportal.notifications import tasks  # noqa: F401

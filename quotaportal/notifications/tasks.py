@@ -1,6 +1,6 @@
 """Entry points: the Celery tasks, and the in-process sender of the embedded default.
 
-Loading this module (the app's ready does) registers `after_commit` as the ticking layer's
+Loading this module (the app's ready does) registers `after_commit` as the tick's
 publisher: a transaction that wrote audit events asks for a delivery round once it commits.
 With a broker that is a Celery task (one queued at a time); without one (the embedded
 default, REDIS_URL unset) the server's sender thread does the round, never the request that
@@ -20,7 +20,7 @@ from django.db import close_old_connections, connection
 
 from quotaportal.infra import redis_client
 from quotaportal.notifications import outbox, sending
-from quotaportal.quotas.ticking import changes
+from quotaportal.tick import changes
 
 log = logging.getLogger(__name__)
 QUEUED_KEY = "notifications-queued"

@@ -10,12 +10,8 @@ class QuotasConfig(AppConfig):
 
     def ready(self) -> None:
         from quotaportal.quotas import config_cache
-        from quotaportal.quotas.backends import register
-        from quotaportal.quotas.models import Backend
-        from quotaportal.quotas.simulated import SimulatedBackend
 
-        register(Backend.SIMULATED, SimulatedBackend())
         config_cache.connect_signals()
-        # The Celery entry points register themselves as the ticking layer's sender: the one
+        # The Celery entry points register themselves as the tick's sender: the one
         # place below the tasks that loads them (an import contract says so).
         from quotaportal.quotas import tasks  # noqa: F401

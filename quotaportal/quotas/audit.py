@@ -7,7 +7,7 @@ from django.utils import timezone
 from quotaportal.infra.bulk import insert_new
 from quotaportal.quotas.models import Event, EventKind
 from quotaportal.quotas.permissions import actor_name
-from quotaportal.quotas.ticking import changes
+from quotaportal.tick import changes
 
 
 def record(actor, kind: str, *, job=None, share=None, queue=None, when=None, **detail) -> Event:

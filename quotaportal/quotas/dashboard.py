@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from django.db.models import Count, Sum
 from django.utils import timezone
 
-from quotaportal.quotas import bridge
 from quotaportal.quotas.models import (
     ACTIVE,
     CapacityUnit,
@@ -26,6 +25,7 @@ from quotaportal.quotas.models import (
     UtilizationSample,
 )
 from quotaportal.quotas.selectors import overcommitted_words, upcoming_capacity_changes
+from quotaportal.tick import bridge
 from scheduler.utilization import share_breakdown
 
 BAR_PARTS = ("own", "borrowed", "lent", "idle", "short")

@@ -10,7 +10,6 @@ from django.db.models import Count, F, Max, OuterRef, Q, Subquery, Sum, Window
 from django.db.models.functions import Coalesce, Greatest, RowNumber
 
 from quotaportal.infra.subqueries import per_outer_row
-from quotaportal.quotas import bridge
 from quotaportal.quotas.backends import backend_for
 from quotaportal.quotas.models import (
     DISPATCHED,
@@ -22,6 +21,7 @@ from quotaportal.quotas.models import (
     ShareCapacityLimit,
 )
 from quotaportal.quotas.permissions import is_platform_admin, team_ids
+from quotaportal.tick import bridge
 from scheduler.positions import QueueNumbering
 from scheduler.reservations import Reservation as PlannedReservation
 from scheduler.reservations import capacity_at, changes_after

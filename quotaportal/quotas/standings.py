@@ -13,8 +13,8 @@ from datetime import datetime
 from django.utils import timezone
 
 from quotaportal.quotas import selectors
-from quotaportal.quotas.bridge import fairness
 from quotaportal.quotas.models import JobQueue, QuotaShare
+from quotaportal.tick.bridge import fairness
 from scheduler.fairshare import Counts
 
 _SPANS = ((86_400, "day"), (3600, "hour"), (60, "minute"), (1, "second"))

@@ -1,7 +1,7 @@
-"""Celery tasks: thin entry points on top of the ticking layer and the services.
+"""Celery tasks: thin entry points on top of the tick and the services.
 
 Loading this module (quotas.apps does) registers the tasks with the layers below: the ticks
-as the ticking layer's sender, the what-if replays as the what-if service's worker, so
+as the tick's sender, the what-if replays as the what-if service's worker, so
 nothing below imports this module.
 """
 
@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from quotaportal.quotas.services import estimates, whatif
 from quotaportal.quotas.services.pruning import prune_history
-from quotaportal.quotas.ticking import full_plan, requests
-from quotaportal.quotas.ticking.run import run_tick, run_tick_waiting, tickable_queue_ids
+from quotaportal.tick import full_plan, requests
+from quotaportal.tick.run import run_tick, run_tick_waiting, tickable_queue_ids
+from quotaportal.whatif import estimates
+from quotaportal.whatif import runs as whatif
 
 
 @shared_task(ignore_result=True)

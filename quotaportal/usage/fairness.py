@@ -14,8 +14,9 @@ from django.utils import timezone
 
 from quotaportal.quotas.models import JobQueue, WhatIf
 from quotaportal.quotas.permissions import require_admin
-from quotaportal.quotas.services import fairness, whatif
+from quotaportal.quotas.services import fairness
 from quotaportal.usage.models import HOUR, UsageHour
+from quotaportal.whatif import runs as whatif
 from scheduler.fairshare import Counts, decay_factor
 
 # Past use older than this many half-lives is below 0.4 % of what it was: not read.

@@ -10,8 +10,6 @@ from datetime import datetime, timedelta
 
 from django.db.models import Q
 
-from quotaportal.quotas import bridge
-from quotaportal.quotas.bridge import timestamp
 from quotaportal.quotas.models import (
     FINAL,
     Event,
@@ -22,6 +20,8 @@ from quotaportal.quotas.models import (
     JobStatus,
     QuotaShare,
 )
+from quotaportal.tick import bridge
+from quotaportal.tick.bridge import timestamp
 from scheduler.accounting import Attempt, Terms, Waiting
 
 NO_TEAM = "(deleted share)"

@@ -22,9 +22,9 @@ from datetime import datetime, timedelta
 from django.db.models import Max, Sum
 
 from quotaportal.quotas.models import Job, JobQueue, QuotaShare
-from quotaportal.quotas.services import whatif
 from quotaportal.usage import reports
 from quotaportal.usage.models import HOUR, UsageHour
+from quotaportal.whatif import runs as whatif
 
 BUSY_QUANTILE = 0.9
 # Flags: what is worth an admin's look, as fractions of the share's entitlement.

@@ -6,7 +6,7 @@ import pytest
 
 from quotaportal.quotas import services
 from quotaportal.quotas.models import Job, JobArray
-from quotaportal.quotas.ticking.run import run_tick
+from quotaportal.tick.run import run_tick
 
 SWEEP = {
     "name": "sweep",

@@ -8,7 +8,7 @@ import pytest
 
 from quotaportal.quotas import services
 from quotaportal.quotas.models import JobQueue
-from quotaportal.quotas.ticking.run import run_tick
+from quotaportal.tick.run import run_tick
 from tests.builders import borrowed_yesterday, fair_borrowers, wants_to_borrow
 
 WEEK = 7 * 86_400

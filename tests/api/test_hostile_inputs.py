@@ -15,7 +15,7 @@ from django.test import override_settings
 
 from quotaportal.quotas import selectors
 from quotaportal.quotas.models import Job
-from quotaportal.quotas.ticking.run import run_tick
+from quotaportal.tick.run import run_tick
 from scheduler.positions import QueueNumbering
 from tests.builders import submit
 
@@ -158,7 +158,7 @@ def test_positions_of_jobs_that_moved_on_are_none_not_an_error(people, fleet):
 @pytest.mark.django_db(transaction=True)
 def test_a_broker_outage_after_commit_still_answers_2xx(as_user, people, fleet, settings, caplog):
     from quotaportal.celery import app
-    from quotaportal.quotas.ticking import requests as ticks
+    from quotaportal.tick import requests as ticks
 
     settings.QP_IMMEDIATE_TICKS = True
     job = submit(people.alice, fleet, name="first")

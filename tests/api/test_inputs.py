@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from quotaportal.quotas.models import QuotaShare
-from quotaportal.quotas.ticking.run import run_tick
+from quotaportal.tick.run import run_tick
 from tests.builders import submit
 
 JOB = {"job_queue": "gpu", "quota_share": "vision", "capacity_unit": "a100", "name": "train"}

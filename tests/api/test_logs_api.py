@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from quotaportal.jobs.output import append_output
 from quotaportal.quotas.models import JobAttempt
-from quotaportal.quotas.services.output import append_output
 from tests.builders import submit
 
 

@@ -7,7 +7,7 @@ import pytest
 from quotaportal.awsbatch import keys as key_services
 from quotaportal.quotas import services
 from quotaportal.quotas.models import JobQueue
-from quotaportal.quotas.ticking.run import run_tick
+from quotaportal.tick.run import run_tick
 from tests.awsbatch.builders import batch_client
 
 

@@ -16,9 +16,10 @@ from quotaportal.awsbatch.sync.comparable import (
     submit_request,
 )
 from quotaportal.awsbatch.sync.mirror import share_key
-from quotaportal.quotas import bridge, services
+from quotaportal.quotas import services
 from quotaportal.quotas.models import CapacityUnit, SchedulerRun
-from quotaportal.quotas.ticking.run import run_tick
+from quotaportal.tick import bridge
+from quotaportal.tick.run import run_tick
 from tests.builders import add_share
 
 UNIT = "ml.g5.xlarge"

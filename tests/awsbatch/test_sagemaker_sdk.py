@@ -13,7 +13,7 @@ from quotaportal.quotas.models import (
     SchedulingPolicy,
     ServiceEnvironment,
 )
-from quotaportal.quotas.ticking.run import run_tick
+from quotaportal.tick.run import run_tick
 from tests.builders import REPO
 
 

@@ -19,7 +19,7 @@ from quotaportal.awsbatch.sync.comparable import submit_request
 from quotaportal.quotas import services
 from quotaportal.quotas.models import Event, EventKind, Job, JobQueue, JobStatus, QuotaShare
 from quotaportal.quotas.services.shares import limits_of
-from quotaportal.quotas.ticking.run import run_tick
+from quotaportal.tick.run import run_tick
 from tests.awsbatch.builders import add_share, payload, setup_queue
 
 pytestmark = pytest.mark.slow

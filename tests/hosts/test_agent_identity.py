@@ -14,7 +14,7 @@ from quotaportal.hosts import services as host_services
 from quotaportal.hosts.models import AgentToken, GpuHost, Placement
 from quotaportal.infra import wakeups
 from quotaportal.quotas.models import Job
-from quotaportal.quotas.ticking.run import run_tick
+from quotaportal.tick.run import run_tick
 from tests.builders import add_share, build_queue, submit
 
 pytestmark = pytest.mark.django_db
@@ -181,7 +181,7 @@ def test_a_retry_is_held_back_while_its_preempted_attempt_still_runs_elsewhere(
     )
     # The job's attempt ends on the server (a failure it will retry) while its process on
     # gpu-1 is still stopping; the retry lands on gpu-2.
-    from quotaportal.quotas.services.lifecycle import end_attempt
+    from quotaportal.jobs.lifecycle import end_attempt
 
     end_attempt(job, succeeded=False, status_reason="Exited with code 1")
     host_services.set_host_state(people.admin, GpuHost.objects.get(name="gpu-1"), "DRAINING")
@@ -229,7 +229,7 @@ def test_a_rank_ended_before_its_agent_started_it_is_closed_by_the_agents_word(p
     agents.register(tokens["gpu-1"], "gpu-1", gpus=1)
     job = dispatch(people, agents, retry_attempts=3)
     never_started = Placement.objects.get(attempt__job=job)
-    from quotaportal.quotas.services.lifecycle import end_attempt
+    from quotaportal.jobs.lifecycle import end_attempt
 
     end_attempt(job, succeeded=False, status_reason="Exited with code 1")
     host_services.set_host_state(people.admin, GpuHost.objects.get(name="gpu-1"), "DRAINING")
@@ -325,7 +325,7 @@ def test_a_heartbeat_answer_is_bounded_by_the_hosts_slots(people, agents):
     """An answer lists at most one rank per slot, each with a command of at most 64 KiB: a
     host's answer is at most slots × ANSWER_BYTES_PER_SLOT, however much its teams submit."""
     from quotaportal.hosts.services.agents import ANSWER_BYTES_PER_SLOT
-    from quotaportal.quotas.services.job_fields import MAX_COMMAND_BYTES
+    from quotaportal.jobs.fields import MAX_COMMAND_BYTES
 
     token = agents.token("gpu-1")
     assert agents.register(token, "gpu-1", gpus=2).status_code == 200

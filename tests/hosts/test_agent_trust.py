@@ -16,7 +16,7 @@ import pytest
 
 from quotaportal.hosts.models import GpuHost, Placement
 from quotaportal.quotas.models import Job
-from quotaportal.quotas.ticking.run import run_tick
+from quotaportal.tick.run import run_tick
 from tests.hosts.builders import Fleet, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)

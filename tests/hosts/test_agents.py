@@ -13,7 +13,7 @@ from rest_framework.test import APIClient
 from quotaportal.hosts.models import GpuHost, Placement
 from quotaportal.quotas import services
 from quotaportal.quotas.models import Event, EventKind, Job
-from quotaportal.quotas.ticking.loop import SchedulerLoop
+from quotaportal.tick.loop import SchedulerLoop
 from tests.hosts.builders import Fleet, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -23,7 +23,7 @@ from quotaportal.hosts.agent.agent import Agent
 from quotaportal.hosts.models import Placement
 from quotaportal.quotas import services
 from quotaportal.quotas.models import Job
-from quotaportal.quotas.ticking.run import run_tick
+from quotaportal.tick.run import run_tick
 from tests.builders import add_share, build_queue
 
 pytestmark = pytest.mark.django_db(transaction=True)

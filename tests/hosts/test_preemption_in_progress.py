@@ -13,7 +13,7 @@ from quotaportal.hosts.models import Placement
 from quotaportal.notifications.envelopes import notices
 from quotaportal.quotas import services
 from quotaportal.quotas.models import Event, EventKind, Job, shown_status_is
-from quotaportal.quotas.ticking.run import run_tick
+from quotaportal.tick.run import run_tick
 from tests.builders import add_share, build_queue
 
 pytestmark = pytest.mark.django_db

@@ -13,7 +13,7 @@ from quotaportal.hosts import services as host_services
 from quotaportal.infra import wakeups
 from quotaportal.quotas import services
 from quotaportal.quotas.models import Job
-from quotaportal.quotas.ticking.run import run_tick
+from quotaportal.tick.run import run_tick
 from tests.builders import add_share, build_queue
 from tests.hosts.builders import LONG, Fleet, Waiting, wait_until
 

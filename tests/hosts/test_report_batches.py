@@ -18,9 +18,9 @@ from quotaportal.hosts.models import GpuHost, Placement
 from quotaportal.infra import wakeups
 from quotaportal.quotas import services
 from quotaportal.quotas.models import Job, JobAttempt, SchedulerRun
-from quotaportal.quotas.ticking import requests as ticks
-from quotaportal.quotas.ticking import run as tick
-from quotaportal.quotas.ticking.run import run_tick
+from quotaportal.tick import requests as ticks
+from quotaportal.tick import run as tick
+from quotaportal.tick.run import run_tick
 from tests.builders import add_share, build_queue
 
 pytestmark = pytest.mark.django_db(transaction=True)

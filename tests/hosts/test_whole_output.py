@@ -10,9 +10,9 @@ import signal
 import pytest
 
 from quotaportal.hosts.models import Placement
+from quotaportal.jobs.output import read_output
 from quotaportal.quotas.models import Job
-from quotaportal.quotas.services.output import read_output
-from quotaportal.quotas.ticking.loop import SchedulerLoop
+from quotaportal.tick.loop import SchedulerLoop
 from tests.hosts.builders import Fleet, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)

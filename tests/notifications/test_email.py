@@ -15,7 +15,7 @@ from quotaportal.notifications.models import Delivery, DeliveryStatus
 from quotaportal.notifications.tasks import deliver_round
 from quotaportal.quotas.errors import InvalidInput
 from quotaportal.quotas.services import finish_job, terminate_job
-from quotaportal.quotas.ticking.run import run_tick
+from quotaportal.tick.run import run_tick
 from tests.builders import submit
 from tests.notifications.builders import borrow_then_reclaim
 

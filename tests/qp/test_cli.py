@@ -16,7 +16,7 @@ import pytest
 
 from quotaportal.quotas.models import Job, JobAttempt, JobQueue
 from quotaportal.quotas.services.fairness import set_fair_share
-from quotaportal.quotas.ticking.loop import SchedulerLoop
+from quotaportal.tick.loop import SchedulerLoop
 from tests.hosts.builders import Fleet, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -8,7 +8,7 @@ from quotaportal.quotas import services
 from quotaportal.quotas.errors import Conflict, Forbidden, InvalidInput
 from quotaportal.quotas.models import DISPATCHED, Event, Job, JobArray
 from quotaportal.quotas.selectors import array_counts
-from quotaportal.quotas.ticking.run import run_tick
+from quotaportal.tick.run import run_tick
 from tests.builders import submit
 
 

@@ -9,7 +9,7 @@ import pytest
 import redis
 
 from quotaportal.quotas.tasks import tick_queue_now
-from quotaportal.quotas.ticking import requests as ticks
+from quotaportal.tick import requests as ticks
 from tests.builders import submit
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -133,7 +133,7 @@ def test_an_immediate_tick_waits_for_a_tick_in_progress_instead_of_skipping(peop
     from django.db import connection, transaction
 
     from quotaportal.infra.locks import try_lock_environment
-    from quotaportal.quotas.ticking.run import run_tick, run_tick_waiting
+    from quotaportal.tick.run import run_tick, run_tick_waiting
 
     job = submit(people.alice, fleet, name="waits-for-the-lock")
     holding, release = threading.Event(), threading.Event()

@@ -17,7 +17,7 @@ from django.db import connection
 from quotaportal.quotas import services
 from quotaportal.quotas.errors import ServiceError
 from quotaportal.quotas.models import DISPATCHED, Event, Job, JobAttempt
-from quotaportal.quotas.ticking.run import run_tick
+from quotaportal.tick.run import run_tick
 from tests.builders import add_share, build_queue
 
 CAPACITY = 6

@@ -9,11 +9,12 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from quotaportal.quotas import bridge, selectors, services
+from quotaportal.jobs import lifecycle
+from quotaportal.quotas import selectors, services
 from quotaportal.quotas.dashboard import dashboard_version, queue_dashboard, with_bars
 from quotaportal.quotas.models import Job, JobStatus
-from quotaportal.quotas.services import lifecycle
-from quotaportal.quotas.ticking.run import run_tick
+from quotaportal.tick import bridge
+from quotaportal.tick.run import run_tick
 from tests.builders import add_share, submit
 
 pytestmark = pytest.mark.django_db

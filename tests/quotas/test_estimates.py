@@ -6,10 +6,11 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from quotaportal.quotas import bridge, services
+from quotaportal.quotas import services
 from quotaportal.quotas.models import Job
-from quotaportal.quotas.services.estimates import refresh_all_estimates, refresh_estimates
-from quotaportal.quotas.ticking.run import run_tick
+from quotaportal.tick import bridge
+from quotaportal.tick.run import run_tick
+from quotaportal.whatif.estimates import refresh_all_estimates, refresh_estimates
 from tests.builders import submit
 
 

@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from quotaportal.quotas import services
 from quotaportal.quotas.models import Event, Job
-from quotaportal.quotas.ticking.run import run_tick
+from quotaportal.tick.run import run_tick
 from tests.builders import submit
 
 

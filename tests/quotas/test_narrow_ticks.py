@@ -19,10 +19,10 @@ from hypothesis import strategies as st
 
 from quotaportal.benchmarks.management.commands.bench_tick import seed_snapshot
 from quotaportal.infra.locks import ADVISORY_LOCKS
-from quotaportal.quotas import bridge, services
+from quotaportal.quotas import services
 from quotaportal.quotas.models import Job, JobQueue, JobStatus, SchedulerRun
-from quotaportal.quotas.ticking import full_plan
-from quotaportal.quotas.ticking.run import run_tick
+from quotaportal.tick import bridge, full_plan
+from quotaportal.tick.run import run_tick
 from scheduler import Ordering, plan_tick
 from tests.scheduler.builders import snapshots
 

@@ -8,14 +8,14 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from quotaportal.quotas.models import JobAttempt, OutputChunk
-from quotaportal.quotas.services.output import (
+from quotaportal.jobs.output import (
     SETTLE_SECONDS,
     OutputGap,
     append_output,
     forget_old_output,
     read_output,
 )
+from quotaportal.quotas.models import JobAttempt, OutputChunk
 from tests.builders import submit
 
 

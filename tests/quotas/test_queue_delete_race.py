@@ -11,7 +11,7 @@ from rest_framework.test import APIClient
 
 from quotaportal.quotas import services
 from quotaportal.quotas.models import Event, EventKind, JobQueue
-from quotaportal.quotas.ticking.run import run_tick
+from quotaportal.tick.run import run_tick
 from tests.builders import add_share, build_queue
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -10,9 +10,9 @@ from django.core.management import CommandError, call_command
 
 from quotaportal.quotas import services
 from quotaportal.quotas.models import Job
-from quotaportal.quotas.replays.history import parse_duration, queue_history
-from quotaportal.quotas.replays.stack import VirtualClock, replay, setup_queues
-from quotaportal.quotas.ticking.run import run_tick
+from quotaportal.tick.run import run_tick
+from quotaportal.whatif.replays.history import parse_duration, queue_history
+from quotaportal.whatif.replays.stack import VirtualClock, replay, setup_queues
 from scheduler import Share, Strategy
 from scheduler.simulate import QueueConfig, QueueWorkload, WorkJob, Workload, simulate
 from scheduler.simulate.workload import load_workload

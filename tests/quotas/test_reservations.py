@@ -9,14 +9,14 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
-from quotaportal.quotas import bridge, tasks
+from quotaportal.quotas import tasks
 from quotaportal.quotas.errors import Forbidden, InvalidInput
 from quotaportal.quotas.models import DISPATCHED, Event, EventKind, Job, Reservation
 from quotaportal.quotas.services import reservations
-from quotaportal.quotas.ticking import changes
-from quotaportal.quotas.ticking import run as tick
-from quotaportal.quotas.ticking.loop import SchedulerLoop
-from quotaportal.quotas.ticking.run import run_tick
+from quotaportal.tick import bridge, changes
+from quotaportal.tick import run as tick
+from quotaportal.tick.loop import SchedulerLoop
+from quotaportal.tick.run import run_tick
 from tests.quotas.builders import in_use, put, two_queues
 
 pytestmark = pytest.mark.django_db
@@ -206,7 +206,7 @@ def test_ticks_are_asked_for_at_the_window_and_the_loop_wakes_for_it(
 
 
 def test_a_job_waiting_for_reserved_capacity_is_expected_when_the_window_opens(people):
-    from quotaportal.quotas.services import estimates
+    from quotaportal.whatif import estimates
 
     env, queues = two_queues(people.admin, capacity=2)
     now = timezone.now().replace(microsecond=0)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from quotaportal.quotas.replays.scenario_world import DbWorld
+from quotaportal.whatif.replays.scenario_world import DbWorld
 from scheduler.scenarios import PureWorld, load, play
 from tests.builders import every_scenario_file
 

@@ -17,7 +17,7 @@ from quotaportal.hosts.models import Placement
 from quotaportal.quotas import services
 from quotaportal.quotas.errors import ServiceError
 from quotaportal.quotas.models import DISPATCHED, Job, JobQueue, SchedulingPolicy
-from quotaportal.quotas.ticking.run import run_tick
+from quotaportal.tick.run import run_tick
 from tests.quotas.builders import in_use, put, two_queues
 
 pytestmark = pytest.mark.django_db

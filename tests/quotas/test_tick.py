@@ -9,10 +9,11 @@ import pytest
 from django.db import connection, transaction
 
 from quotaportal.infra.locks import ADVISORY_LOCKS
-from quotaportal.quotas import bridge, services
+from quotaportal.quotas import services
 from quotaportal.quotas.models import Job, JobQueue, SchedulerRun
 from quotaportal.quotas.selectors import job_positions
-from quotaportal.quotas.ticking.run import run_tick
+from quotaportal.tick import bridge
+from quotaportal.tick.run import run_tick
 from scheduler import Dispatch, InvariantViolation, Plan, plan_tick
 from tests.builders import submit
 
@@ -99,7 +100,7 @@ def test_an_invalid_plan_is_not_applied_and_is_recorded(people, fleet, monkeypat
     def overbook(snapshot, now, **options):
         return Plan(now, tuple(Dispatch(str(j.pk)) for j in jobs), {})
 
-    monkeypatch.setattr("quotaportal.quotas.ticking.run.plan_tick", overbook)
+    monkeypatch.setattr("quotaportal.tick.run.plan_tick", overbook)
     run = run_tick(fleet.queue.id)
     assert "invalid plan, nothing applied" in run.error
     assert "over capacity" in run.error
@@ -120,7 +121,7 @@ def test_the_cycle_collector_is_off_while_a_tick_plans_and_on_again_after(
             raise InvariantViolation("a plan that fails")
         return plan_tick(snapshot, now, **options)
 
-    monkeypatch.setattr("quotaportal.quotas.ticking.run.plan_tick", planning)
+    monkeypatch.setattr("quotaportal.tick.run.plan_tick", planning)
     assert gc.isenabled()
     run = run_tick(fleet.queue.id)
     assert seen == [False]

@@ -8,7 +8,7 @@ from datetime import timedelta
 from django.utils import timezone
 
 from quotaportal.quotas.models import JobQueue, UtilizationSample
-from quotaportal.quotas.ticking.run import run_tick
+from quotaportal.tick.run import run_tick
 from tests.builders import submit
 
 

@@ -13,11 +13,11 @@ from django.utils import timezone
 
 from quotaportal.infra.locks import ADVISORY_LOCKS
 from quotaportal.quotas.models import Job
-from quotaportal.quotas.services import estimates
-from quotaportal.quotas.simulated import SimulatedBackend
 from quotaportal.quotas.tasks import tick_queue_at, tick_queue_now
-from quotaportal.quotas.ticking import requests as ticks
-from quotaportal.quotas.ticking.run import run_tick
+from quotaportal.simulated.backend import SimulatedBackend
+from quotaportal.tick import requests as ticks
+from quotaportal.tick.run import run_tick
+from quotaportal.whatif import estimates
 from tests.builders import submit
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -102,7 +102,7 @@ def test_a_tick_asks_for_the_start_then_the_end_and_its_own_ends_ask_for_no_othe
 
 
 def test_without_a_broker_the_embedded_loop_sleeps_only_until_the_wake(people, fleet, settings):
-    from quotaportal.quotas.ticking.loop import SchedulerLoop
+    from quotaportal.tick.loop import SchedulerLoop
 
     settings.QP_IMMEDIATE_TICKS = True
     tick_queue_now.app.conf.task_always_eager = True  # as without REDIS_URL

@@ -8,8 +8,8 @@ import time
 from dataclasses import dataclass
 
 from quotaportal.quotas.models import Job, JobQueue, ServiceEnvironment
-from quotaportal.quotas.ticking.run import run_tick
 from quotaportal.slurm.models import SlurmJob
+from quotaportal.tick.run import run_tick
 from tests.builders import REPO
 
 GRACE = 2  # the queue's preemption grace period, seconds

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pytest
 
+from quotaportal.jobs.output import read_output
 from quotaportal.quotas import services
 from quotaportal.quotas.models import Job
-from quotaportal.quotas.services.output import read_output
-from quotaportal.quotas.ticking.run import run_tick
 from quotaportal.slurm.models import SlurmCluster, SlurmJob, SlurmState
 from quotaportal.slurm.services import config
+from quotaportal.tick.run import run_tick
 from tests.slurm.builders import slurm_states
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -11,9 +11,9 @@ from datetime import timedelta
 import pytest
 
 from quotaportal.quotas import services
-from quotaportal.quotas.replays.scenario_world import DbWorld, at
 from quotaportal.slurm.models import SlurmJob
 from quotaportal.slurm.services import config, watching
+from quotaportal.whatif.replays.scenario_world import DbWorld, at
 from scheduler.scenarios import PureWorld, load, play
 from tests.builders import every_scenario_file
 from tests.slurm.builders import GPU_TYPE, GPUS_PER_NODE, NODES

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from quotaportal.quotas import services
 from quotaportal.quotas.models import Job
-from quotaportal.quotas.ticking.run import run_tick
+from quotaportal.tick.run import run_tick
 from quotaportal.usage import rollup
 from tests.builders import submit
 

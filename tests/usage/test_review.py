@@ -136,7 +136,7 @@ def test_a_draft_that_waits_longer_says_so_before_it_is_applied(
         services.end_attempt(
             job, succeeded=True, status_reason="ok", now=t0 + timedelta(minutes=i + 10)
         )
-    from quotaportal.quotas.services import whatif
+    from quotaportal.whatif import runs as whatif
 
     draft = whatif.draft_of(fleet.queue)
     draft["capacity"] = {"a100": 2}

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import sync_playwright
 
-from quotaportal.quotas.ticking.loop import SchedulerLoop
+from quotaportal.tick.loop import SchedulerLoop
 from tests.builders import add_share, build_queue
 from tests.web.builders import PASSWORD
 

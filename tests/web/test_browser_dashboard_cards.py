@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from quotaportal.quotas.ticking.run import run_tick
+from quotaportal.tick.run import run_tick
 from quotaportal.web.dashboard_cards import CARDS
 from tests.builders import add_share, build_queue
 from tests.web.builders import PASSWORD, shot, sign_in

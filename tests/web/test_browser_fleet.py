@@ -8,7 +8,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from quotaportal.quotas.ticking.run import run_tick
+from quotaportal.tick.run import run_tick
 from tests.builders import another_queue
 from tests.web.builders import shot, sign_in, submit_to_vision
 

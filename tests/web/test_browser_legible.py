@@ -9,8 +9,8 @@ import pytest
 from playwright.sync_api import expect
 
 from quotaportal.quotas import services
-from quotaportal.quotas.services.estimates import refresh_estimates
-from quotaportal.quotas.ticking.run import run_tick
+from quotaportal.tick.run import run_tick
+from quotaportal.whatif.estimates import refresh_estimates
 from tests.web.builders import sign_in, submit_to_vision
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
+from quotaportal.jobs.output import append_output
 from quotaportal.quotas import services
 from quotaportal.quotas.models import JobAttempt
-from quotaportal.quotas.services.output import append_output
 from tests.web.builders import shot, sign_in, submit_to_vision
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -8,7 +8,7 @@ from playwright.sync_api import expect
 
 from quotaportal.quotas import services
 from quotaportal.quotas.models import Job
-from quotaportal.quotas.ticking.run import run_tick_waiting
+from quotaportal.tick.run import run_tick_waiting
 from tests.web.builders import PASSWORD, SHOTS, shot, sign_in
 
 pytestmark = pytest.mark.django_db(transaction=True)

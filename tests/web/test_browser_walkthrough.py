@@ -12,7 +12,7 @@ from playwright.sync_api import expect
 
 from quotaportal.quotas import services
 from quotaportal.quotas.models import Job, JobQueue
-from quotaportal.quotas.ticking.run import run_tick
+from quotaportal.tick.run import run_tick
 from tests.web.builders import shot
 
 pytestmark = pytest.mark.django_db(transaction=True)

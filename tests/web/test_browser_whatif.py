@@ -11,7 +11,7 @@ from playwright.sync_api import expect
 from quotaportal.quotas import services
 from quotaportal.quotas.models import QuotaShare, WhatIf
 from quotaportal.quotas.services.shares import limits_of
-from quotaportal.quotas.ticking.run import run_tick
+from quotaportal.tick.run import run_tick
 from tests.web.builders import PASSWORD, shot, sign_in, submit_to_vision
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -110,7 +110,7 @@ def test_the_what_if_pages_fit_a_phone(browser, live_server, history, people):
 
 
 def test_a_waiting_job_shows_when_it_should_start(browser, live_server, small_fleet, people):
-    from quotaportal.quotas.services.estimates import refresh_estimates
+    from quotaportal.whatif.estimates import refresh_estimates
 
     submit_to_vision(people.alice, small_fleet, "first", "second", simulated_duration_seconds=900)
     run_tick(small_fleet.pk)

@@ -16,7 +16,7 @@ from quotaportal.hosts import services as host_services
 from quotaportal.quotas import services
 from quotaportal.quotas.models import Job
 from quotaportal.quotas.services import reservations
-from quotaportal.quotas.ticking.run import run_tick
+from quotaportal.tick.run import run_tick
 from tests.builders import TOKEN, add_share, build_queue, samples, value
 
 pytestmark = pytest.mark.django_db

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from quotaportal.quotas.models import UtilizationSample
 from quotaportal.quotas.services.pruning import prune_history
-from quotaportal.quotas.ticking.run import run_tick
+from quotaportal.tick.run import run_tick
 from quotaportal.web.charts import MOST_POINTS, share_colours, thinned, time_ticks
 from tests.builders import submit
 

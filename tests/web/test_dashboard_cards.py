@@ -12,7 +12,7 @@ import pytest
 from django.test import Client
 
 from quotaportal.quotas import services
-from quotaportal.quotas.ticking.run import run_tick
+from quotaportal.tick.run import run_tick
 from quotaportal.web.dashboard_cards import CARDS, OTHERS, folded_samples, pick_cards
 from tests.builders import add_share, build_queue
 

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 from django.utils import timezone
 
-from quotaportal.quotas.ticking.run import run_tick
+from quotaportal.tick.run import run_tick
 from quotaportal.web.views import dashboard as dashboard_view
 from tests.builders import submit
 

@@ -13,8 +13,8 @@ from django.utils import timezone
 
 from quotaportal.quotas import services
 from quotaportal.quotas.models import JobQueue, QuotaShare, WhatIf
-from quotaportal.quotas.services import whatif
 from quotaportal.usage.fairness import set_policy
+from quotaportal.whatif import runs as whatif
 from tests.builders import borrowed_yesterday, fair_borrowers, wants_to_borrow
 
 pytestmark = pytest.mark.django_db

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from quotaportal.quotas.ticking.run import run_tick
+from quotaportal.tick.run import run_tick
 from tests.builders import submit
 
 

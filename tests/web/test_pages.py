@@ -9,7 +9,7 @@ from django.test import Client
 
 from quotaportal.quotas import services
 from quotaportal.quotas.models import Job, QuotaShare
-from quotaportal.quotas.ticking.run import run_tick
+from quotaportal.tick.run import run_tick
 from tests.builders import another_queue, submit
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
@@ -300,7 +300,7 @@ def test_admins_create_agent_tokens_and_drain_hosts_from_the_hosts_page(browser_
 
 
 def test_the_jobs_page_filters_as_the_rest_api_does(browser_as, people, fleet):
-    """One FilterSet for both (quotas.job_filters): the same names, any case, the same refusal."""
+    """One FilterSet for both (jobs.filters): the same names, any case, the same refusal."""
     mine = submit(people.alice, fleet, name="alices")
     submit(people.bob, fleet, share="nlp", name="bobs")
     page = browser_as(people.alice)

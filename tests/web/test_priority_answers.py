@@ -8,7 +8,7 @@ from django.test import Client
 
 from quotaportal.quotas import services
 from quotaportal.quotas.models import Job
-from quotaportal.quotas.ticking.run import run_tick
+from quotaportal.tick.run import run_tick
 from tests.builders import submit
 
 pytestmark = pytest.mark.django_db

@@ -10,7 +10,7 @@ from quotaportal.hosts import services as host_services
 from quotaportal.hosts.models import AgentToken, GpuHost, Placement
 from quotaportal.quotas import services
 from quotaportal.quotas.models import Job
-from quotaportal.quotas.ticking.run import run_tick
+from quotaportal.tick.run import run_tick
 from tests.builders import add_share, build_queue, submit
 
 pytestmark = pytest.mark.django_db

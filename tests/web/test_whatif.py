@@ -14,11 +14,11 @@ from django.utils.html import escape
 
 from quotaportal.quotas import services
 from quotaportal.quotas.models import Event, EventKind, QuotaShare, WhatIf
-from quotaportal.quotas.services import whatif
 from quotaportal.quotas.services.shares import limits_of
-from quotaportal.quotas.ticking.run import run_tick
+from quotaportal.tick.run import run_tick
 from quotaportal.web.numbers import duration
 from quotaportal.web.whatif_explained import verdict
+from quotaportal.whatif import runs as whatif
 from scheduler.simulate.loaders import SAMPLE_TRACE_DIR
 from tests.builders import submit
 

@@ -13,7 +13,7 @@ from quotaportal.quotas.errors import Conflict, InvalidInput
 from quotaportal.quotas.models import EventKind
 from quotaportal.quotas.permissions import require_admin
 from quotaportal.quotas.services.shares import update_share
-from quotaportal.quotas.ticking.changes import queue_changed
+from quotaportal.tick.changes import queue_changed
 
 DRIFT_DECISIONS = ("keep", "adopt")
 

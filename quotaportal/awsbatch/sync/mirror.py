@@ -31,9 +31,9 @@ from quotaportal.awsbatch.sync.comparable import (
     share_request,
     time_limit_actions,
 )
-from quotaportal.quotas import bridge
 from quotaportal.quotas.audit import record
 from quotaportal.quotas.models import EventKind, JobQueue, ServiceEnvironment, State
+from quotaportal.tick import bridge
 
 
 @dataclass

@@ -12,6 +12,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from quotaportal.hosts.models import AgentToken, GpuHost, HostState, Placement
+from quotaportal.jobs.lifecycle import end_attempt, preemptions_completed
 from quotaportal.quotas.audit import record
 from quotaportal.quotas.errors import Conflict, InvalidInput
 from quotaportal.quotas.models import (
@@ -21,8 +22,7 @@ from quotaportal.quotas.models import (
     ServiceEnvironment,
 )
 from quotaportal.quotas.permissions import require_admin
-from quotaportal.quotas.services.lifecycle import end_attempt, preemptions_completed
-from quotaportal.quotas.ticking.changes import environment_work_changed, queue_changed
+from quotaportal.tick.changes import environment_work_changed, queue_changed
 from scheduler.placement import place
 
 HOST_LOST = "Host lost"

@@ -25,16 +25,16 @@ from quotaportal.hosts.services.fleet import record_preemptions_over, wake_held_
 from quotaportal.infra.bulk import update_objects
 from quotaportal.infra.locks import lock_environment
 from quotaportal.infra.subqueries import per_outer_row
-from quotaportal.quotas.errors import Forbidden, InvalidInput
-from quotaportal.quotas.models import Job
-from quotaportal.quotas.services.lifecycle import (
+from quotaportal.jobs.lifecycle import (
     end_attempt,
     mark_started_in_bulk,
     succeed_in_bulk,
 )
-from quotaportal.quotas.services.output import Stored, append_output
-from quotaportal.quotas.ticking import changes
-from quotaportal.quotas.ticking.run import tick_held
+from quotaportal.jobs.output import Stored, append_output
+from quotaportal.quotas.errors import Forbidden, InvalidInput
+from quotaportal.quotas.models import Job
+from quotaportal.tick import changes
+from quotaportal.tick.run import tick_held
 
 BATCH_LOCK_SECONDS = 2.0
 PHASES = {"started": 0, "output": 1, "exited": 2}
@@ -294,7 +294,7 @@ def _message(error: dict | None) -> str | None:
 def ship_output(
     token: AgentToken, name: str, placement_id: int, offset: int, data: bytes, final: bool
 ) -> Stored:
-    """A chunk of a rank's output from the host that runs it (quotas.services.output)."""
+    """A chunk of a rank's output from the host that runs it (jobs.output)."""
     host = host_of(token, name)
     placement = Placement.objects.filter(pk=placement_id, host=host).first()
     if placement is None:

@@ -73,7 +73,7 @@ class JobArray(models.Model):
     size = models.PositiveIntegerField()
     max_running = models.PositiveIntegerField(null=True, blank=True)  # None: no limit
     created_at = models.DateTimeField(default=timezone.now)
-    # No child is PENDING any more: a tick need not look at it (services.arrays).
+    # No child is PENDING any more: a tick need not look at it (jobs.arrays).
     all_released = models.BooleanField(default=False)
 
     class Meta:

@@ -1,6 +1,6 @@
 """A job's whole output, per attempt and rank, as its backend streams it in: chunks of bytes
 at their offsets in the rank's output, the last one marked `final` once the rank has ended
-and everything it printed has arrived (services.output)."""
+and everything it printed has arrived (jobs.output)."""
 
 from __future__ import annotations
 
@@ -33,6 +33,6 @@ class OutputChunk(models.Model):
             models.CheckConstraint(condition=Q(offset__gte=0), name="output_offset_positive"),
         ]
         indexes = [
-            # Retention deletes by age (services.output.forget_old_output).
+            # Retention deletes by age (jobs.output.forget_old_output).
             models.Index(fields=["received_at"], name="output_received"),
         ]

@@ -91,7 +91,7 @@ class ServiceEnvironment(models.Model):
 
 
 # The reasons AWS's jobStateTimeLimitActions take: an action terminates only a head blocked for
-# its reason (quotas.services.time_limits.blocked_for says which a head is blocked for).
+# its reason (jobs.time_limits.blocked_for says which a head is blocked for).
 INSUFFICIENT_CAPACITY = "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY"
 ENVIRONMENT_TOO_SMALL = "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE"
 QUOTA_LIMIT_EXCEEDED = "MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED"

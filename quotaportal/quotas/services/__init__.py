@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from quotaportal.quotas.services.arrays import set_array_priority, submit_array, terminate_array
+from quotaportal.jobs.arrays import set_array_priority, submit_array, terminate_array
+from quotaportal.jobs.lifecycle import end_attempt, finish_job, mark_started
+from quotaportal.jobs.user_actions import set_priority, submit_job, submit_jobs, terminate_job
 from quotaportal.quotas.services.environments import (
     create_service_environment,
     update_service_environment,
 )
-from quotaportal.quotas.services.jobs import set_priority, submit_job, submit_jobs, terminate_job
-from quotaportal.quotas.services.lifecycle import end_attempt, finish_job, mark_started
 from quotaportal.quotas.services.queues import (
     create_job_queue,
     create_scheduling_policy,

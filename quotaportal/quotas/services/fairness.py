@@ -15,7 +15,7 @@ from quotaportal.quotas.backends import self_scheduling_backends
 from quotaportal.quotas.errors import InvalidInput
 from quotaportal.quotas.models import EventKind, JobQueue
 from quotaportal.quotas.permissions import require_admin
-from quotaportal.quotas.ticking.changes import queue_changed
+from quotaportal.tick.changes import queue_changed
 from scheduler.fairshare import Counts
 
 MAX_HALF_LIFE = 10 * 365 * 86_400

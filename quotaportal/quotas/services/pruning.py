@@ -9,8 +9,8 @@ from django.db.models import F, Window
 from django.db.models.functions import RowNumber, TruncMinute
 from django.utils import timezone
 
+from quotaportal.jobs.output import forget_old_output
 from quotaportal.quotas.models import SchedulerRun, UtilizationSample
-from quotaportal.quotas.services.output import forget_old_output
 
 # Samples younger than this are all kept (the 15-minute and hour charts draw each change);
 # older ones are thinned to the last of each minute, which is all a day's or a week's chart

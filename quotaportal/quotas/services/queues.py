@@ -17,7 +17,7 @@ from quotaportal.quotas.models import (
 from quotaportal.quotas.names import aws_name_error
 from quotaportal.quotas.permissions import require_admin
 from quotaportal.quotas.services.resources import checked_tags, create_audited, delete_resource
-from quotaportal.quotas.ticking.changes import queue_changed
+from quotaportal.tick.changes import queue_changed
 
 
 def delete_job_queue(actor, queue: JobQueue) -> None:

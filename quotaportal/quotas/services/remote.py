@@ -14,7 +14,6 @@ from django.db import transaction
 from django.utils import timezone
 
 from quotaportal.quotas.audit import record
-from quotaportal.quotas.bridge import RECENT_PREEMPTIONS_KEPT
 from quotaportal.quotas.models import (
     DISPATCHED,
     FINAL,
@@ -25,7 +24,8 @@ from quotaportal.quotas.models import (
     JobStatus,
     QuotaShare,
 )
-from quotaportal.quotas.ticking.changes import queue_changed
+from quotaportal.tick.bridge import RECENT_PREEMPTIONS_KEPT
+from quotaportal.tick.changes import queue_changed
 from scheduler.validation import MAX_RETRY_ATTEMPTS, MIN_RETRY_ATTEMPTS
 
 REMOTE = "AWS Batch"  # how the audit log names who decided

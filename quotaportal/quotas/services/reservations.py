@@ -19,8 +19,8 @@ from quotaportal.quotas.backends import backend_for
 from quotaportal.quotas.errors import Conflict, InvalidInput
 from quotaportal.quotas.models import CapacityUnit, EventKind, Reservation, ServiceEnvironment
 from quotaportal.quotas.permissions import require_admin
-from quotaportal.quotas.ticking.changes import queue_changed
-from quotaportal.quotas.ticking.requests import send_tick_at
+from quotaportal.tick.changes import queue_changed
+from quotaportal.tick.requests import send_tick_at
 from scheduler.validation import MAX_INSTANCES
 
 NAME_MAX = 128

@@ -11,6 +11,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import ProtectedError
 
 from quotaportal.infra.locks import lock_environment
+from quotaportal.jobs.fields import tags_error
 from quotaportal.quotas.audit import record
 from quotaportal.quotas.errors import Conflict, InvalidInput
 from quotaportal.quotas.models import (
@@ -25,7 +26,6 @@ from quotaportal.quotas.models import (
 from quotaportal.quotas.names import unit_name_error
 from quotaportal.quotas.permissions import require_admin
 from quotaportal.quotas.services import tokens
-from quotaportal.quotas.services.job_fields import tags_error
 
 
 def create_audited(actor, model, kind_name: str, **fields):

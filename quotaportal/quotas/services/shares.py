@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.db import IntegrityError, transaction
 
+from quotaportal.jobs.user_actions import terminate_job
 from quotaportal.quotas.audit import record
 from quotaportal.quotas.config_cache import config_changed
 from quotaportal.quotas.errors import Conflict, InvalidInput
@@ -19,9 +20,8 @@ from quotaportal.quotas.models import (
 )
 from quotaportal.quotas.names import aws_name_error
 from quotaportal.quotas.permissions import require_admin
-from quotaportal.quotas.services.jobs import terminate_job
 from quotaportal.quotas.services.resources import checked_tags
-from quotaportal.quotas.ticking.changes import queue_changed
+from quotaportal.tick.changes import queue_changed
 from scheduler.validation import MAX_SHARES_PER_QUEUE, share_config_errors
 
 EDITABLE = (

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from django.db import transaction
 
+from quotaportal.jobs.fields import MAX_TAGS, tags_error
 from quotaportal.quotas.audit import record
 from quotaportal.quotas.errors import InvalidInput
 from quotaportal.quotas.models import EventKind, Job
 from quotaportal.quotas.permissions import require_admin, require_job_access
-from quotaportal.quotas.services.job_fields import MAX_TAGS, tags_error
 
 
 def _require_tagger(actor, obj) -> None:

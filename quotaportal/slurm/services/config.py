@@ -11,8 +11,8 @@ from quotaportal.quotas.audit import record
 from quotaportal.quotas.errors import InvalidInput
 from quotaportal.quotas.models import Backend, CapacityUnit, EventKind, ServiceEnvironment
 from quotaportal.quotas.permissions import require_admin
-from quotaportal.quotas.ticking.changes import queue_changed
 from quotaportal.slurm.models import SlurmCluster, SlurmUnit
+from quotaportal.tick.changes import queue_changed
 
 NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 HOST = re.compile(r"[A-Za-z0-9_.-]{1,255}")

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from django.db import transaction
 
+from quotaportal.jobs.lifecycle import mark_starting, return_unplaced
 from quotaportal.quotas.models import EventKind, Job, JobAttempt
 from quotaportal.quotas.services.connections import record_outcome
-from quotaportal.quotas.services.lifecycle import mark_starting, return_unplaced
 from quotaportal.quotas.services.remote import reject_unpushed
 from quotaportal.slurm import cli
 from quotaportal.slurm.models import SlurmCluster, SlurmJob, SlurmState

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django import forms
 from django.conf import settings
 
+from quotaportal.jobs.fields import MAX_COMMAND_BYTES
 from quotaportal.quotas.models import (
     Backend,
     CapacityUnit,
@@ -12,7 +13,6 @@ from quotaportal.quotas.models import (
     State,
 )
 from quotaportal.quotas.permissions import is_platform_admin, team_ids
-from quotaportal.quotas.services.job_fields import MAX_COMMAND_BYTES
 from scheduler.validation import (
     MAX_PRIORITY,
     MAX_RETRY_ATTEMPTS,

@@ -11,9 +11,10 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
 
-from quotaportal.quotas import bridge, selectors
+from quotaportal.quotas import selectors
 from quotaportal.quotas.dashboard import dashboard_version, queue_dashboard, with_bars
 from quotaportal.quotas.models import Backend, JobQueue
+from quotaportal.tick import bridge
 from quotaportal.web.charts import share_colours, usage_chart
 from quotaportal.web.dashboard_cards import OTHERS, folded_samples, pick_cards
 from quotaportal.web.events import describe

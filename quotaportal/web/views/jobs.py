@@ -11,17 +11,18 @@ from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRefresh
 
 from quotaportal.awsbatch.models import RemoteJob
+from quotaportal.jobs import output
+from quotaportal.jobs.filters import JobFilter
 from quotaportal.quotas import selectors, services, standings
 from quotaportal.quotas.errors import Conflict, Forbidden, InvalidInput
-from quotaportal.quotas.job_filters import JobFilter
 from quotaportal.quotas.models import Backend, Job, JobQueue, JobStatus, QuotaShare
 from quotaportal.quotas.permissions import can_change_job, can_read_output
 from quotaportal.quotas.reasons import DEPENDENCY_WORDS, PLAIN_REASONS, SHORT_REASONS
-from quotaportal.quotas.services import estimates, output
 from quotaportal.web.events import describe
 from quotaportal.web.forms.common import show_service_errors
 from quotaportal.web.forms.jobs import JobSubmitForm, OutputForm, PriorityForm, TerminateForm
 from quotaportal.web.views.common import forbid_on, paginate, query_without_page
+from quotaportal.whatif import estimates
 
 
 def _decorate(user, jobs) -> None:

@@ -14,12 +14,12 @@ from django.views.decorators.http import require_POST
 from quotaportal.quotas.errors import Conflict, Forbidden, InvalidInput
 from quotaportal.quotas.models import JobQueue, WhatIf
 from quotaportal.quotas.permissions import is_platform_admin
-from quotaportal.quotas.services import whatif
 from quotaportal.usage import fairness as usage_fairness
 from quotaportal.web.charts import replay_chart
 from quotaportal.web.forms.whatif import WhatIfForm
 from quotaportal.web.views.common import forbid_on
 from quotaportal.web.whatif_explained import better, draft_changes, verdict, worse
+from quotaportal.whatif import runs as whatif
 
 
 @login_required

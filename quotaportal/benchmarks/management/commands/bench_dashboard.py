@@ -21,7 +21,7 @@ from django.test.utils import CaptureQueriesContext
 
 from quotaportal.benchmarks.management.commands.bench_tick import seed
 from quotaportal.benchmarks.rolled_back import rolled_back
-from quotaportal.quotas.ticking.run import run_tick
+from quotaportal.tick.run import run_tick
 
 
 class Command(BaseCommand):

@@ -36,8 +36,8 @@ from quotaportal.benchmarks.rolled_back import rolled_back
 from quotaportal.hosts.models import GpuHost
 from quotaportal.quotas import services
 from quotaportal.quotas.models import CapacityUnit, Job, Team
-from quotaportal.quotas.ticking.run import run_tick
 from quotaportal.slurm.services import config
+from quotaportal.tick.run import run_tick
 
 UNIT = "bench-a100"
 CHECKPOINTS = "trap 'exit 0' TERM; sleep 3600 & wait"

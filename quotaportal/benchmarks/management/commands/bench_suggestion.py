@@ -19,9 +19,9 @@ from django.utils import timezone
 
 from quotaportal.benchmarks.rolled_back import rolled_back
 from quotaportal.quotas.models import WhatIf
-from quotaportal.quotas.replays.stack import VirtualClock, replay, setup_queues
-from quotaportal.quotas.services import whatif
 from quotaportal.usage import reports, review, rollup
+from quotaportal.whatif import runs as whatif
+from quotaportal.whatif.replays.stack import VirtualClock, replay, setup_queues
 from scheduler import Share, Strategy
 from scheduler.simulate import QueueConfig, QueueWorkload, WorkJob, Workload
 

@@ -27,7 +27,7 @@ from django.db import connection, transaction
 from django.db.models import F, Sum
 
 from quotaportal.benchmarks.rolled_back import median_ms, rolled_back
-from quotaportal.quotas import bridge, services
+from quotaportal.quotas import services
 from quotaportal.quotas.models import (
     CapacityUnit,
     EnvironmentCapacity,
@@ -41,9 +41,10 @@ from quotaportal.quotas.models import (
     ShareCapacityLimit,
     Team,
 )
-from quotaportal.quotas.services import estimates, fairness
-from quotaportal.quotas.ticking import full_plan
-from quotaportal.quotas.ticking.run import run_tick
+from quotaportal.quotas.services import fairness
+from quotaportal.tick import bridge, full_plan
+from quotaportal.tick.run import run_tick
+from quotaportal.whatif import estimates
 from scheduler import Snapshot
 from scheduler.bench import synthetic_snapshot
 

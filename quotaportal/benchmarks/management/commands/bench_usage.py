@@ -18,7 +18,6 @@ from django.db import connection
 from django.utils import timezone
 
 from quotaportal.benchmarks.rolled_back import median_ms, rolled_back
-from quotaportal.quotas.bridge.apply import PREEMPTION_REASONS
 from quotaportal.quotas.models import (
     CapacityUnit,
     EnvironmentCapacity,
@@ -29,6 +28,7 @@ from quotaportal.quotas.models import (
     ShareCapacityLimit,
     Team,
 )
+from quotaportal.tick.bridge.apply import PREEMPTION_REASONS
 from quotaportal.usage import reports, rollup
 from scheduler import PreemptionKind
 

@@ -28,7 +28,7 @@ from quotaportal.hosts import services as host_services
 from quotaportal.notifications import tasks as notifications
 from quotaportal.quotas.management.commands.seed_demo import UNIT
 from quotaportal.quotas.models import Job, ServiceEnvironment
-from quotaportal.quotas.ticking.loop import SchedulerLoop
+from quotaportal.tick.loop import SchedulerLoop
 from quotaportal.usage.tasks import RollupThread
 
 

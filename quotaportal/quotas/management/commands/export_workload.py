@@ -8,7 +8,7 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from quotaportal.quotas.models import JobQueue
-from quotaportal.quotas.replays.history import parse_duration, queue_history
+from quotaportal.whatif.replays.history import parse_duration, queue_history
 from scheduler.simulate.workload import workload_to_json
 
 

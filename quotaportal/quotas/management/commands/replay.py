@@ -15,9 +15,9 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import close_old_connections
 
 from quotaportal.quotas.models import Backend, JobQueue, QuotaShare
-from quotaportal.quotas.replays.stack import RealClock, replay, setup_queues
 from quotaportal.quotas.tasks import tick_queue
-from quotaportal.quotas.ticking.run import run_tick
+from quotaportal.tick.run import run_tick
+from quotaportal.whatif.replays.stack import RealClock, replay, setup_queues
 from scheduler.simulate.loaders import kueue_baseline
 from scheduler.simulate.workload import WorkloadError, load_workload
 

@@ -6,7 +6,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
-from quotaportal.quotas.replays.scenario_world import DbWorld
+from quotaportal.whatif.replays.scenario_world import DbWorld
 from scheduler.scenarios.cli import run_files
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand
 
 from quotaportal.quotas.models import JobQueue, State
-from quotaportal.quotas.ticking.run import run_tick
+from quotaportal.tick.run import run_tick
 
 
 class Command(BaseCommand):

@@ -13,7 +13,7 @@ from django.views.decorators.http import require_POST
 
 from quotaportal.awsbatch.sync.client import Refused, Unavailable
 from quotaportal.awsbatch.sync.importer import import_queue
-from quotaportal.quotas import bridge, selectors, services, standings
+from quotaportal.quotas import selectors, services, standings
 from quotaportal.quotas.errors import InvalidInput
 from quotaportal.quotas.models import (
     Backend,
@@ -26,6 +26,7 @@ from quotaportal.quotas.models import (
 )
 from quotaportal.quotas.services import queues as queue_services
 from quotaportal.quotas.services import reservations, resources
+from quotaportal.tick import bridge
 from quotaportal.usage import fairness as usage_fairness
 from quotaportal.web.forms.common import unit_counts_text
 from quotaportal.web.forms.manage import (

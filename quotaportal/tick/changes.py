@@ -37,7 +37,7 @@ from django.db.models import F
 
 from quotaportal.infra import wakeups
 from quotaportal.quotas.models import JobQueue
-from quotaportal.quotas.ticking import requests
+from quotaportal.tick import requests
 
 log = logging.getLogger(__name__)
 

@@ -1,15 +1,15 @@
 """The rules a job's fields follow, checked before anything is stored: the REST API, the
-pages and the AWS endpoint all submit through services.jobs, which calls these."""
+pages and the AWS endpoint all submit through jobs.user_actions, which calls these."""
 
 from __future__ import annotations
 
 import uuid
 
+from quotaportal.jobs.retries import check_evaluate_on_exit
 from quotaportal.quotas.errors import InvalidInput
 from quotaportal.quotas.models import Job
 from quotaportal.quotas.names import aws_name_error
 from quotaportal.quotas.permissions import can_change_job
-from quotaportal.quotas.services.retries import check_evaluate_on_exit
 from scheduler.dependencies import After
 from scheduler.validation import MAX_RETRY_ATTEMPTS, MIN_RETRY_ATTEMPTS, priority_error
 

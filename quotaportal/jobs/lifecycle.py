@@ -12,8 +12,8 @@ from django.db.models import Case, DateTimeField, F, Value, When
 from django.utils import timezone
 
 from quotaportal.infra.bulk import update_rows
+from quotaportal.jobs.retries import should_retry
 from quotaportal.quotas.audit import event_row, insert_events, preemption_completed, record
-from quotaportal.quotas.bridge import PREEMPTED_REASONS
 from quotaportal.quotas.models import (
     DISPATCHED,
     Event,
@@ -22,8 +22,8 @@ from quotaportal.quotas.models import (
     JobAttempt,
     JobStatus,
 )
-from quotaportal.quotas.services.retries import should_retry
-from quotaportal.quotas.ticking.changes import events_written, queue_changed
+from quotaportal.tick.bridge import PREEMPTED_REASONS
+from quotaportal.tick.changes import events_written, queue_changed
 
 
 def end_attempt(

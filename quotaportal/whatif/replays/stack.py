@@ -21,7 +21,7 @@ from quotaportal.quotas.models import (
     JobQueue,
     Team,
 )
-from quotaportal.quotas.ticking.run import run_tick
+from quotaportal.tick.run import run_tick
 from scheduler.simulate import WorkJob, Workload, capacity_bound_s
 
 POLL_S = 0.25

@@ -13,9 +13,9 @@ from functools import partial
 from django.db import connection
 from psycopg import pq
 
-from quotaportal.quotas.bridge.capacity import capacity_of
-from quotaportal.quotas.bridge.snapshot import Loaded, Terms
 from quotaportal.quotas.models import HEAD_REASONS, JobQueue
+from quotaportal.tick.bridge.capacity import capacity_of
+from quotaportal.tick.bridge.snapshot import Loaded, Terms
 from scheduler import Job as PlannedJob
 from scheduler import Ordering, Plan, Snapshot
 from scheduler.heads import Windows, plan_from_heads

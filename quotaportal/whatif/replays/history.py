@@ -9,13 +9,13 @@ from datetime import datetime, timedelta
 
 from django.utils import timezone
 
-from quotaportal.quotas import bridge
 from quotaportal.quotas.models import (
     Event,
     EventKind,
     Job,
     JobQueue,
 )
+from quotaportal.tick import bridge
 from scheduler.simulate import QueueConfig, QueueWorkload, WorkJob, Workload
 
 DURATION = re.compile(r"^\s*(\d+)\s*([smhd])\s*$")

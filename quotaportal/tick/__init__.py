@@ -1,5 +1,8 @@
-"""The ticking layer: when a service environment is planned, and who hears of it.
+"""The tick: when a service environment is planned, what the plan reads and writes, and who
+hears of it.
 
+- bridge: the tick's reads and effects on the database (the snapshot the planner sees, the
+  heads of each share's line, capacity, and the plan applied as rows and events);
 - changes: what a transaction changed (services say so), acted on once at commit: an
   immediate tick per environment, wake-ups for waiting agents, ticks at instants;
 - requests: asking a worker for a tick, coalesced to one waiting per environment and spaced
@@ -13,5 +16,6 @@
   the environment's lock and applied under it only if what it read still holds;
 - loop: the embedded default's scheduler thread (no Celery).
 
-The Celery tasks (quotas.tasks) are thin entry points above it.
+The Celery tasks (quotas.tasks) are thin entry points above it. The job state changes
+the services make (quotaportal.jobs) sit between the tick's run and its bridge.
 """

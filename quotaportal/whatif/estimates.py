@@ -20,8 +20,9 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from quotaportal.infra.locks import lock_environment, session_lock
-from quotaportal.quotas import bridge, selectors
+from quotaportal.quotas import selectors
 from quotaportal.quotas.models import Job, JobQueue, JobStatus, State
+from quotaportal.tick import bridge
 from scheduler import Ordering
 from scheduler.simulate import QueueConfig, WorkJob
 from scheduler.simulate.estimate import (

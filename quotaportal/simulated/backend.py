@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from quotaportal.quotas.backends import EnvironmentBackend
-from quotaportal.quotas.models import DISPATCHED, Job, JobStatus
-from quotaportal.quotas.services.lifecycle import (
+from quotaportal.jobs.lifecycle import (
     NOT_YET_RUNNING,
     mark_started_in_bulk,
     succeed_in_bulk,
 )
+from quotaportal.quotas.backends import EnvironmentBackend
+from quotaportal.quotas.models import DISPATCHED, Job, JobStatus
 
 
 class SimulatedBackend(EnvironmentBackend):

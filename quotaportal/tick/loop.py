@@ -14,10 +14,11 @@ from django.conf import settings
 from django.db import close_old_connections, connection
 from django.utils import timezone
 
-from quotaportal.quotas.services import estimates, reservations
+from quotaportal.quotas.services import reservations
 from quotaportal.quotas.services.pruning import prune_history
-from quotaportal.quotas.ticking import full_plan, requests
-from quotaportal.quotas.ticking.run import run_tick, tickable_queue_ids
+from quotaportal.tick import full_plan, requests
+from quotaportal.tick.run import run_tick, tickable_queue_ids
+from quotaportal.whatif import estimates
 
 log = logging.getLogger(__name__)
 

@@ -29,14 +29,13 @@ from django.db import transaction
 from django.utils import timezone
 
 from quotaportal.infra.locks import lock_environment, session_lock
-from quotaportal.quotas import bridge
 from quotaportal.quotas.backends import backend_for
-from quotaportal.quotas.bridge import fairness
 from quotaportal.quotas.models import DISPATCHED, Job, JobQueue, SchedulerRun
-from quotaportal.quotas.ticking import changes
-from quotaportal.quotas.ticking.carry import Planned, carry_out
-from quotaportal.quotas.ticking.records import collector_paused, record_run
-from quotaportal.quotas.ticking.run import ended_unfitted, terms_standing, tickable_queue_ids
+from quotaportal.tick import bridge, changes
+from quotaportal.tick.bridge import fairness
+from quotaportal.tick.carry import Planned, carry_out
+from quotaportal.tick.records import collector_paused, record_run
+from quotaportal.tick.run import ended_unfitted, terms_standing, tickable_queue_ids
 from scheduler import check_plan, plan_tick
 
 log = logging.getLogger(__name__)

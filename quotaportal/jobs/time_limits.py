@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from quotaportal.jobs.lifecycle import end_attempt
+from quotaportal.jobs.user_actions import terminate_job
 from quotaportal.quotas.models import (
     ENVIRONMENT_TOO_SMALL,
     INSUFFICIENT_CAPACITY,
@@ -14,9 +16,7 @@ from quotaportal.quotas.models import (
     PendingReason,
 )
 from quotaportal.quotas.selectors import heads_waiting_since
-from quotaportal.quotas.services.jobs import terminate_job
-from quotaportal.quotas.services.lifecycle import end_attempt
-from quotaportal.quotas.ticking.changes import agents_must_hear
+from quotaportal.tick.changes import agents_must_hear
 
 ATTEMPT_TIMEOUT = "Attempt duration exceeded"
 

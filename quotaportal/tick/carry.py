@@ -1,6 +1,6 @@
 """Carrying out a checked plan under the environment's tick lock: start, preempt, explain, record
 the usage it leaves, and remember the plan on the queue row (a tick's, or a full plan made
-outside the lock: ticking.full_plan)."""
+outside the lock: tick.full_plan)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,9 @@ from functools import cached_property
 from django.conf import settings
 from django.db.models import F
 
-from quotaportal.quotas import bridge
-from quotaportal.quotas.bridge import fairness
 from quotaportal.quotas.models import JobQueue, UtilizationSample
-from quotaportal.quotas.ticking import changes
+from quotaportal.tick import bridge, changes
+from quotaportal.tick.bridge import fairness
 from scheduler import Plan
 
 log = logging.getLogger(__name__)
@@ -33,7 +32,7 @@ class Outcome:
 class Planned:
     """A checked plan, the snapshot it was made from, and the queue's version read before.
     What applying it derives from the two alone is worked out once, when first asked: a full
-    plan made outside the tick lock asks before taking it (ticking.full_plan)."""
+    plan made outside the tick lock asks before taking it (tick.full_plan)."""
 
     loaded: bridge.Loaded
     plan: Plan
@@ -108,7 +107,7 @@ def carry_out(
     # the next tick must plan again (a preempted job may start, a blocked share may move).
     settled = not dispatched and not preempted
     if not settled:
-        # What runs changed: a full plan read before this (ticking.full_plan) must not apply.
+        # What runs changed: a full plan read before this (tick.full_plan) must not apply.
         sampled["state_version"] = F("state_version") + 1
     _remember_plan(queue, planned, now, settled=settled and settle, sampled=sampled)
     tick_at_next_change(queue, backend, now)

@@ -9,7 +9,10 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from quotaportal.infra.bulk import insert_new
-from quotaportal.quotas import bridge
+from quotaportal.jobs.fields import (
+    dependencies_of,
+    field_errors,
+)
 from quotaportal.quotas.audit import insert_events, record
 from quotaportal.quotas.config_cache import CachedLookups, cached_lookups
 from quotaportal.quotas.errors import Conflict, InvalidInput, ServiceError
@@ -32,11 +35,8 @@ from quotaportal.quotas.permissions import (
     require_share_member,
     team_ids,
 )
-from quotaportal.quotas.services.job_fields import (
-    dependencies_of,
-    field_errors,
-)
-from quotaportal.quotas.ticking.changes import (
+from quotaportal.tick import bridge
+from quotaportal.tick.changes import (
     agents_must_hear,
     events_written,
     jobs_submitted,

@@ -17,7 +17,6 @@ from operator import is_, is_not
 from django.db import connection
 from psycopg import pq
 
-from quotaportal.quotas.bridge.capacity import capacity_of, fit_targets
 from quotaportal.quotas.models import (
     DISPATCHED,
     CapacityUnit,
@@ -28,6 +27,7 @@ from quotaportal.quotas.models import (
     ShareCapacityLimit,
     State,
 )
+from quotaportal.tick.bridge.capacity import capacity_of, fit_targets
 from scheduler import Job as PlannedJob
 from scheduler import Ordering, Plan, Share, Snapshot, Strategy
 from scheduler.model import job_field

@@ -11,7 +11,6 @@ from django.db.models import Count
 
 from quotaportal.infra.bulk import update_objects, update_rows
 from quotaportal.quotas.audit import event_row, insert_events
-from quotaportal.quotas.bridge.snapshot import Loaded
 from quotaportal.quotas.models import (
     DISPATCHED,
     Event,
@@ -22,7 +21,8 @@ from quotaportal.quotas.models import (
     JobStatus,
     QuotaShare,
 )
-from quotaportal.quotas.ticking import changes
+from quotaportal.tick import changes
+from quotaportal.tick.bridge.snapshot import Loaded
 from scheduler import Plan, PreemptionKind
 
 RECENT_PREEMPTIONS_KEPT = 10

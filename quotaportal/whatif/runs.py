@@ -26,7 +26,6 @@ from pathlib import Path
 from django.conf import settings
 from django.db import transaction
 
-from quotaportal.quotas import bridge
 from quotaportal.quotas.errors import Conflict, InvalidInput
 from quotaportal.quotas.models import (
     JobQueue,
@@ -38,7 +37,6 @@ from quotaportal.quotas.models import (
     WhatIfStatus,
 )
 from quotaportal.quotas.permissions import require_admin
-from quotaportal.quotas.replays.history import queue_history
 from quotaportal.quotas.services.environments import update_service_environment
 from quotaportal.quotas.services.fairness import set_fair_share
 from quotaportal.quotas.services.shares import (
@@ -47,12 +45,14 @@ from quotaportal.quotas.services.shares import (
     limits_of,
     update_share,
 )
-from quotaportal.quotas.services.whatif_drafts import (
+from quotaportal.tick import bridge
+from quotaportal.whatif.drafts import (
     config_of,
     draft_errors,
     draft_of,
     fair_share_of,
 )
+from quotaportal.whatif.replays.history import queue_history
 from scheduler import Strategy
 from scheduler.simulate import QueueConfig, QueueWorkload, Workload, simulate, utilization_series
 from scheduler.simulate.loaders import SAMPLE_TRACE_DIR, alibaba_openb, find_trace_dir

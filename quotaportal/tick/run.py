@@ -32,9 +32,12 @@ from django.db.models import Q
 from django.utils import timezone
 
 from quotaportal.infra.locks import lock_environment, try_lock_environment
-from quotaportal.quotas import bridge
+from quotaportal.jobs.arrays import release_pending
+from quotaportal.jobs.time_limits import (
+    enforce_attempt_timeouts,
+    enforce_runnable_time_limits,
+)
 from quotaportal.quotas.backends import backend_for, self_scheduling_backends
-from quotaportal.quotas.bridge import fairness
 from quotaportal.quotas.models import (
     DISPATCHED,
     TICK_SKIPPED,
@@ -45,20 +48,16 @@ from quotaportal.quotas.models import (
     SchedulerRun,
     State,
 )
-from quotaportal.quotas.services.arrays import release_pending
-from quotaportal.quotas.services.time_limits import (
-    enforce_attempt_timeouts,
-    enforce_runnable_time_limits,
-)
-from quotaportal.quotas.ticking import changes
-from quotaportal.quotas.ticking.carry import (
+from quotaportal.tick import bridge, changes
+from quotaportal.tick.bridge import fairness
+from quotaportal.tick.carry import (
     Outcome,
     Planned,
     carry_out,
     record_sample,
     tick_at_next_change,
 )
-from quotaportal.quotas.ticking.records import (
+from quotaportal.tick.records import (
     collector_paused,
     count_tick,
     record_run,
@@ -293,7 +292,7 @@ def _reads_heads(queue: JobQueue, now, fit_units, terms: bridge.Terms, backend) 
     must be fitted, the backend schedules itself, the queue cannot (bridge.reads_heads), its
     shares gained or lost a limit for a unit since the last plan (bridge.Terms: the reason of
     any job waiting on that unit changes), or every job was last read QP_FULL_PLAN_SECONDS ago
-    (the full plan is the safety net for writes that bypassed the services; ticking.full_plan
+    (the full plan is the safety net for writes that bypassed the services; tick.full_plan
     makes it outside the lock, and a tick only when that has not come for twice as long), or
     fewer than QP_HEADS_FROM_WAITING jobs waited then (a short queue is cheaper to read whole
     than to read line by line and plan again when a line runs short)."""
@@ -304,7 +303,7 @@ def _reads_heads(queue: JobQueue, now, fit_units, terms: bridge.Terms, backend) 
     if (queue.fully_planned_waiting or 0) < settings.QP_HEADS_FROM_WAITING:
         return False
     # The full plan is due after QP_FULL_PLAN_SECONDS and made outside the tick lock
-    # (ticking.full_plan); a tick makes it only when none has come for twice as long.
+    # (tick.full_plan); a tick makes it only when none has come for twice as long.
     age = (now - queue.fully_planned_at).total_seconds()
     return 0 <= age < 2 * settings.QP_FULL_PLAN_SECONDS
 

@@ -1,10 +1,9 @@
 """What-if drafts: a queue's shares, capacity and fair-share policy as a draft (draft_of),
 its errors by the services' rules (draft_errors), and the draft as the simulator's queue
-(config_of). services.whatif replays drafts and applies them."""
+(config_of). whatif.runs replays drafts and applies them."""
 
 from __future__ import annotations
 
-from quotaportal.quotas import bridge
 from quotaportal.quotas.models import (
     JobQueue,
     QuotaShare,
@@ -16,6 +15,7 @@ from quotaportal.quotas.services.shares import (
     limits_of,
     weight_error,
 )
+from quotaportal.tick import bridge
 from scheduler import Ordering, Share, Strategy
 from scheduler.fairshare import Counts, Policy
 from scheduler.simulate import QueueConfig

@@ -17,6 +17,7 @@ from django.db.models.base import ModelState
 from django.utils import timezone
 
 from quotaportal.infra.bulk import insert_new
+from quotaportal.jobs.user_actions import _new_job, _prepare, _submitted_event
 from quotaportal.quotas.audit import event_row, insert_events
 from quotaportal.quotas.errors import Conflict, InvalidInput
 from quotaportal.quotas.models import (
@@ -29,8 +30,7 @@ from quotaportal.quotas.models import (
     JobStatus,
 )
 from quotaportal.quotas.permissions import actor_name, require_job_access
-from quotaportal.quotas.services.jobs import _new_job, _prepare, _submitted_event
-from quotaportal.quotas.ticking.changes import (
+from quotaportal.tick.changes import (
     agents_must_hear,
     events_written,
     jobs_submitted,

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from quotaportal.quotas.bridge.snapshot import PLANNED_JOB_FIELDS, Terms
 from quotaportal.quotas.models import DISPATCHED, Job, JobQueue, JobStatus
+from quotaportal.tick.bridge.snapshot import PLANNED_JOB_FIELDS, Terms
 from scheduler.simulate import WorkJob
 from scheduler.simulate.estimate import Known
 from scheduler.validation import MIN_PRIORITY

@@ -5,7 +5,7 @@ apply writes a Plan back with conditional updates, so a job that changed since t
 (terminated, finished) is skipped instead of corrupted.
 """
 
-from quotaportal.quotas.bridge.apply import (
+from quotaportal.tick.bridge.apply import (
     PREEMPTED_REASONS,
     PREEMPTION_EVENTS,
     PREEMPTION_REASONS,
@@ -15,7 +15,7 @@ from quotaportal.quotas.bridge.apply import (
     changed_reasons,
     write_pending,
 )
-from quotaportal.quotas.bridge.capacity import (
+from quotaportal.tick.bridge.capacity import (
     allowed_capacity,
     capacity_now,
     capacity_of,
@@ -25,9 +25,9 @@ from quotaportal.quotas.bridge.capacity import (
     next_reservation_end,
     usable_capacity,
 )
-from quotaportal.quotas.bridge.fronts import read_fronts, waiting_in_order
-from quotaportal.quotas.bridge.heads import plan_heads, reads_heads
-from quotaportal.quotas.bridge.snapshot import (
+from quotaportal.tick.bridge.fronts import read_fronts, waiting_in_order
+from quotaportal.tick.bridge.heads import plan_heads, reads_heads
+from quotaportal.tick.bridge.snapshot import (
     ACTIVE_JOBS_SQL,
     Loaded,
     Terms,

@@ -23,7 +23,7 @@ from quotaportal.quotas.models import (
     ServiceEnvironment,
 )
 from quotaportal.quotas.services import fairness, reservations
-from quotaportal.quotas.ticking.run import run_tick
+from quotaportal.tick.run import run_tick
 from scheduler.scenarios.format import START_TIME, Scenario
 from scheduler.scenarios.world import DISPATCHED as SCENARIO_DISPATCHED
 from scheduler.scenarios.world import Observation, StepRejected
