@@ -10,6 +10,8 @@ relayed into each process's condition by one listener thread.
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 import time
 from collections import defaultdict
@@ -37,9 +39,23 @@ def publish(env_id: int) -> None:
     if not settings.REDIS_URL:
         return
     try:
-        redis_client.client(settings.REDIS_URL).publish(channel(), str(env_id))
+        redis_client.client(settings.REDIS_URL).publish(channel(), f"{env_id} {_origin()}")
     except Exception:  # waiters still wake at their timeout; the work is not lost
         log.warning("could not announce environment %s over Redis", env_id, exc_info=True)
+
+
+def _origin() -> str:
+    """This process, as its announcements name it: its own come back through the listener,
+    and waking its waiters twice (the second time late, whenever Redis relays it) would tell
+    a waiter that took its mark in between of a change it had already seen."""
+    return f"{socket.gethostname()}/{os.getpid()}"
+
+
+def _relayed(data: bytes | str) -> int | None:
+    """The environment an announcement from Redis names, or None for this process's own."""
+    text = data.decode() if isinstance(data, bytes) else data
+    env_id, _, origin = text.partition(" ")
+    return None if origin == _origin() else int(env_id)
 
 
 def _wake(env_id: int) -> None:
@@ -98,8 +114,10 @@ def _listen(ready: threading.Event) -> None:
             pubsub.subscribe(channel())
             ready.set()
             for message in pubsub.listen():
-                if message.get("type") == "message":
-                    _wake(int(message["data"]))
+                if message.get("type") == "message" and (
+                    (env_id := _relayed(message["data"])) is not None
+                ):
+                    _wake(env_id)
         except Exception:
             log.warning("wakeup listener lost Redis; retrying in 1 s", exc_info=True)
             # Every waiter re-checks: an announcement may have been missed meanwhile.

@@ -85,6 +85,21 @@ def test_an_announcement_from_another_process_arrives_over_redis(people, host, s
     assert [p["job_id"] for p in answer["placements"]] == [str(job.pk)]
 
 
+def test_a_process_hears_its_own_announcement_once_not_again_when_redis_relays_it(host):
+    """Its waiters are woken at once; the copy Redis brings back later would move the mark
+    of a waiter that started meanwhile (a heartbeat answered for nothing)."""
+    _, queue, _ = host
+    env_id, marker = queue.service_environment_id, -queue.service_environment_id
+    mark, marker_mark = wakeups.generation(env_id), wakeups.generation(marker)
+    wakeups.publish(env_id)
+    # Another process's announcement, published after this one: Redis relays in order, so
+    # once it has arrived, this process's own copy has come back too (and been dropped).
+    client = redis.Redis.from_url(wakeups.settings.REDIS_URL)
+    client.publish(wakeups.channel(), str(marker))
+    assert wakeups.wait_for(marker, marker_mark, timeout=10)
+    assert wakeups.generation(env_id) == mark + 1
+
+
 class wakeups_silenced:  # noqa: N801 - reads as a statement
     """This process does not hear its own announcements, as another process would not."""
 
