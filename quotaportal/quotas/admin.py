@@ -67,7 +67,12 @@ class SchedulingPolicyAdmin(ReadOnlyAdmin):
 
 @admin.register(models.JobQueue)
 class JobQueueAdmin(ReadOnlyAdmin):
-    list_display = ["name", "priority", "state", "ordering", "service_environment", "planned_at"]
+    list_display = ["name", "priority", "state", "ordering", "service_environment", "state_version"]
+
+
+@admin.register(models.TickMemo)
+class TickMemoAdmin(ReadOnlyAdmin):
+    list_display = ["queue", "planned_at", "fully_planned_at", "fully_planned_waiting"]
 
 
 @admin.register(models.QuotaShare)

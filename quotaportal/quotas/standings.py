@@ -4,7 +4,7 @@ than QS4 with 3.0: QS4 borrows first."
 
 A standing is the share's decayed past use (instance-seconds, scheduler.fairshare) over its
 weight, shown in instance-hours; it is read from the account the last tick left
-(JobQueue.fair_use) and decayed to now."""
+(TickMemo.fair_use) and decayed to now."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ hears of it.
 - run: the tick itself (snapshot, plan, check, apply per queue, under the environment's
   advisory lock), and a caller's own tick of an environment it holds (tick_held);
 - carry: a checked plan carried out under the lock (starts, preemptions, reasons, samples,
-  the plan's memo on the queue row), for a tick and for a full plan alike;
+  the plan's memo, TickMemo), for a tick and for a full plan alike;
 - records: what a tick leaves behind (its SchedulerRun and /metrics' counters, or a skip);
 - full_plan: the periodic read and plan of every active job of a long queue, made outside
   the environment's lock and applied under it only if what it read still holds;

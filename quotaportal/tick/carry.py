@@ -1,6 +1,6 @@
 """Carrying out a checked plan under the environment's tick lock: start, preempt, explain, record
-the usage it leaves, and remember the plan on the queue row (a tick's, or a full plan made
-outside the lock: tick.full_plan)."""
+the usage it leaves, and remember the plan in the queue's TickMemo (a tick's, or a full plan
+made outside the lock: tick.full_plan)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from functools import cached_property
 from django.conf import settings
 from django.db.models import F
 
-from quotaportal.quotas.models import JobQueue, UtilizationSample
+from quotaportal.quotas.models import JobQueue, TickMemo, UtilizationSample
 from quotaportal.tick import bridge, changes
 from quotaportal.tick.bridge import fairness
 from scheduler import Plan
@@ -69,7 +69,7 @@ def carry_out(
 ) -> Outcome:
     """Apply a checked plan under the environment's tick lock: start, preempt and explain
     (or, where the backend schedules itself or cannot be reached, explain only), then record
-    the usage it leaves and remember the plan on the queue row. `at`: the instant written
+    the usage it leaves and remember the plan (TickMemo). `at`: the instant written
     (start times, samples), when not the one planned for; `settle`: a plan that changes
     nothing may be remembered as the fixed point that lets the next ticks skip planning."""
     loaded, plan = planned.loaded, planned.plan
@@ -108,7 +108,7 @@ def carry_out(
     settled = not dispatched and not preempted
     if not settled:
         # What runs changed: a full plan read before this (tick.full_plan) must not apply.
-        sampled["state_version"] = F("state_version") + 1
+        JobQueue.objects.filter(pk=queue.id).update(state_version=F("state_version") + 1)
     _remember_plan(queue, planned, now, settled=settled and settle, sampled=sampled)
     tick_at_next_change(queue, backend, now)
     return Outcome(replanned=True, calls=calls, dispatched=dispatched, preempted=preempted)
@@ -122,14 +122,15 @@ def tick_at_next_change(queue: JobQueue, backend, now) -> None:
 
 
 def _remember_plan(queue: JobQueue, planned: Planned, now, *, settled: bool, sampled: dict):
-    """The plan's memo on the queue row, with the sample just written (record_sample) and
-    the fair-share account carried on."""
+    """The plan's memo (TickMemo), with the sample just written (record_sample) and the
+    fair-share account carried on."""
     loaded = planned.loaded
     dispatched = planned.dispatched_before
     if loaded.full:
         waiting = len(loaded.snapshot.jobs) - dispatched
         sampled = {**sampled, "fully_planned_at": now, "fully_planned_waiting": waiting}
-    JobQueue.objects.filter(pk=queue.id).update(
+    TickMemo.objects.remember(
+        queue.id,
         planned_version=planned.version if settled else -1,
         planned_dispatched_jobs=dispatched,
         planned_at=now,
@@ -144,13 +145,14 @@ SAMPLE_EVERY = timedelta(seconds=60)
 
 def record_sample(queue: JobQueue, usage: dict | None, now) -> dict:
     """Keep the utilization history: a sample when usage changed or a minute has passed.
-    Returns the queue's fields that remember the sample written ({} when none), for the
-    caller's own update of the queue row.
+    Returns the memo's fields that remember the sample written ({} when none), for the
+    caller's own write of the memo (TickMemo).
 
     With `usage` None (a tick that did not re-plan, so usage is unchanged) the last sample is
     repeated once a minute, so the chart's line reaches the present.
     """
-    last_at, last_used = queue.sampled_at, queue.sampled_used  # ticks alone write samples
+    memo = TickMemo.of(queue)  # ticks alone write samples
+    last_at, last_used = memo.sampled_at, memo.sampled_used
     if usage is None:
         if last_at is None or now - last_at < SAMPLE_EVERY:
             return {}

@@ -30,7 +30,7 @@ from django.utils import timezone
 
 from quotaportal.infra.locks import lock_environment, session_lock
 from quotaportal.quotas.backends import backend_for
-from quotaportal.quotas.models import DISPATCHED, Job, JobQueue, SchedulerRun
+from quotaportal.quotas.models import DISPATCHED, Job, JobQueue, SchedulerRun, TickMemo
 from quotaportal.tick import bridge, changes
 from quotaportal.tick.bridge import fairness
 from quotaportal.tick.carry import Planned, carry_out
@@ -63,11 +63,12 @@ def is_due(queue: JobQueue, now) -> bool:
     full plan) and its last full plan is at least QP_FULL_PLAN_SECONDS old."""
     if settings.QP_FULL_PLAN_SECONDS <= 0:
         return False  # every tick reads every job
-    if not bridge.reads_heads(queue) or queue.fully_planned_at is None:
+    memo = TickMemo.of(queue)
+    if not bridge.reads_heads(queue) or memo.fully_planned_at is None:
         return False
-    if (queue.fully_planned_waiting or 0) < settings.QP_HEADS_FROM_WAITING:
+    if (memo.fully_planned_waiting or 0) < settings.QP_HEADS_FROM_WAITING:
         return False
-    return (now - queue.fully_planned_at).total_seconds() >= settings.QP_FULL_PLAN_SECONDS
+    return (now - memo.fully_planned_at).total_seconds() >= settings.QP_FULL_PLAN_SECONDS
 
 
 def plan_fully(queue_id: int, force: bool = False) -> Outcome:
@@ -95,7 +96,11 @@ def plan_fully(queue_id: int, force: bool = False) -> Outcome:
 
 
 def _queue(queue_id: int) -> JobQueue | None:
-    return JobQueue.objects.select_related("service_environment").filter(pk=queue_id).first()
+    return (
+        JobQueue.objects.select_related("service_environment", "tick_memo")
+        .filter(pk=queue_id)
+        .first()
+    )
 
 
 def _read_and_plan(queue: JobQueue) -> Planned:
@@ -145,7 +150,8 @@ def _write_reasons(queue: JobQueue, planned: Planned) -> None:
     heads of the lines, which it reads and explains every time."""
     bridge.write_pending(planned.loaded, planned.plan, planned.reasons)
     jobs = planned.loaded.snapshot.jobs
-    JobQueue.objects.filter(pk=queue.pk).update(
+    TickMemo.objects.remember(
+        queue.pk,
         planned_version=-1,
         # The terms the reasons were written under: if they changed meanwhile, the next
         # tick finds them different and reads every job.

@@ -47,6 +47,7 @@ from quotaportal.quotas.models import (
     Reservation,
     SchedulerRun,
     State,
+    TickMemo,
 )
 from quotaportal.tick import bridge, changes
 from quotaportal.tick.bridge import fairness
@@ -125,7 +126,7 @@ def run_environment_tick(
 
 def _queues_to_tick(env_id: int, asked_by: int | None = None):
     return (
-        JobQueue.objects.select_related("service_environment")
+        JobQueue.objects.select_related("service_environment", "tick_memo")
         .filter(service_environment_id=env_id)
         .filter(_tickable() | Q(pk=asked_by))
         .order_by("-priority", "name")
@@ -259,8 +260,7 @@ def _tick_locked(queue: JobQueue, now, turn: _Turn) -> Outcome:
         # the version remembered with it, so the next tick plans again: never the reverse.
         version = queue.state_version
     if not fit_units and _unchanged_since_last_plan(queue, version, now):
-        if sampled := record_sample(queue, None, now):
-            JobQueue.objects.filter(pk=queue.id).update(**sampled)
+        TickMemo.objects.remember(queue.id, **record_sample(queue, None, now))
         tick_at_next_change(queue, backend, now)
         return Outcome(replanned=False, calls=calls)
     fair = fairness.opened(queue, now)  # the fair-share account, None without a policy
@@ -298,31 +298,33 @@ def _reads_heads(queue: JobQueue, now, fit_units, terms: bridge.Terms, backend) 
     than to read line by line and plan again when a line runs short)."""
     if fit_units or backend.schedules_itself or not bridge.reads_heads(queue):
         return False
-    if queue.planned_terms != terms.digest or queue.fully_planned_at is None:
+    memo = TickMemo.of(queue)
+    if memo.planned_terms != terms.digest or memo.fully_planned_at is None:
         return False
-    if (queue.fully_planned_waiting or 0) < settings.QP_HEADS_FROM_WAITING:
+    if (memo.fully_planned_waiting or 0) < settings.QP_HEADS_FROM_WAITING:
         return False
     # The full plan is due after QP_FULL_PLAN_SECONDS and made outside the tick lock
     # (tick.full_plan); a tick makes it only when none has come for twice as long.
-    age = (now - queue.fully_planned_at).total_seconds()
+    age = (now - memo.fully_planned_at).total_seconds()
     return 0 <= age < 2 * settings.QP_FULL_PLAN_SECONDS
 
 
 def _unchanged_since_last_plan(queue: JobQueue, version: int, now) -> bool:
-    if queue.planned_version != version or queue.planned_at is None:
+    memo = TickMemo.of(queue)
+    if memo.planned_version != version or memo.planned_at is None:
         return False
-    age = (now - queue.planned_at).total_seconds()
+    age = (now - memo.planned_at).total_seconds()
     if not 0 <= age < settings.QP_FULL_REPLAN_SECONDS:
         return False
     # Capacity follows hosts, which come and go without a service call.
-    if bridge.capacity_of(queue, now) != queue.planned_capacity:
+    if bridge.capacity_of(queue, now) != memo.planned_capacity:
         return False
     # Submits leave the version alone (concurrent submits would take turns on the queue's
     # row): a job no tick has explained yet is a change. A count of the dispatched jobs
     # guards against writes that bypassed the services; both read a small range of the
     # (queue, status, reason) index, whatever the number of jobs waiting.
     jobs = Job.objects.filter(job_queue_id=queue.id)
-    if jobs.filter(status__in=DISPATCHED).count() != queue.planned_dispatched_jobs:
+    if jobs.filter(status__in=DISPATCHED).count() != memo.planned_dispatched_jobs:
         return False
     return not jobs.filter(
         status=JobStatus.RUNNABLE,

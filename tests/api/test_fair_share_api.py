@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from quotaportal.quotas import services
-from quotaportal.quotas.models import JobQueue
+from quotaportal.quotas.models import JobQueue, TickMemo
 from quotaportal.tick.run import run_tick
 from tests.builders import borrowed_yesterday, fair_borrowers, wants_to_borrow
 
@@ -108,7 +108,7 @@ def test_a_policy_switched_off_forgets_the_account(as_user, borrowers):
     )
     assert answer.status_code == 200
     assert set(standings(admin).values()) == {None}
-    assert JobQueue.objects.get(name="gpu").fair_use == {}
+    assert TickMemo.objects.get(queue__name="gpu").fair_use == {}
 
 
 def test_a_queue_created_with_a_policy_has_it(as_user, borrowers):
@@ -193,9 +193,9 @@ def test_a_deleted_shares_past_leaves_the_account(people, as_user, borrowers):
     as_user("ada").patch(
         "/api/v1/job-queues/gpu/", {"fair_share_half_life_seconds": WEEK}, format="json"
     )
-    assert "speech" in JobQueue.objects.get(name="gpu").fair_use
+    assert "speech" in TickMemo.objects.get(queue__name="gpu").fair_use
     speech = borrowers.quota_shares.get(name="speech")
     services.update_share(people.admin, speech, state="DISABLED")
     services.delete_share(people.admin, speech)
     run_tick(borrowers.id)
-    assert "speech" not in JobQueue.objects.get(name="gpu").fair_use
+    assert "speech" not in TickMemo.objects.get(queue__name="gpu").fair_use

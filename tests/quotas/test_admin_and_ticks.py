@@ -24,6 +24,7 @@ TABLES = [
     models.Event,
     models.SchedulerRun,
     models.UtilizationSample,
+    models.TickMemo,
     GpuHost,
     AgentToken,
     Placement,

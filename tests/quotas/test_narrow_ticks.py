@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from quotaportal.benchmarks.management.commands.bench_tick import seed_snapshot
 from quotaportal.infra.locks import ADVISORY_LOCKS
 from quotaportal.quotas import services
-from quotaportal.quotas.models import Job, JobQueue, JobStatus, SchedulerRun
+from quotaportal.quotas.models import Job, JobQueue, JobStatus, SchedulerRun, TickMemo
 from quotaportal.tick import bridge, full_plan
 from quotaportal.tick.run import run_tick
 from scheduler import Ordering, plan_tick
@@ -100,7 +100,7 @@ def test_reasons_stay_true_through_ticks_that_read_only_the_heads(settings, peop
     alice, bob = people.alice, people.bob
     jobs = [_submit(alice, queue, "vision", f"v{i}") for i in range(12)]
     run_tick(queue.id)
-    assert JobQueue.objects.get(pk=queue.pk).fully_planned_at is not None
+    assert TickMemo.objects.get(pk=queue.pk).fully_planned_at is not None
     _assert_stored_as_a_full_plan_says(queue)
 
     def tick_and_check():
@@ -136,15 +136,15 @@ def test_a_tick_reads_every_job_when_the_full_plan_is_due(settings, people, flee
     for i in range(30):
         _submit(people.alice, queue, "vision", f"v{i}")
     run_tick(queue.id)
-    first_full = JobQueue.objects.get(pk=queue.pk).fully_planned_at
+    first_full = TickMemo.objects.get(pk=queue.pk).fully_planned_at
     services.set_priority(people.alice, Job.objects.get(name="v25"), 7)
     run_tick(queue.id)
-    assert JobQueue.objects.get(pk=queue.pk).fully_planned_at == first_full  # heads only
+    assert TickMemo.objects.get(pk=queue.pk).fully_planned_at == first_full  # heads only
     _assert_stored_as_a_full_plan_says(queue)
-    JobQueue.objects.filter(pk=queue.pk).update(fully_planned_at=first_full - timedelta(hours=1))
+    TickMemo.objects.filter(pk=queue.pk).update(fully_planned_at=first_full - timedelta(hours=1))
     services.set_priority(people.alice, Job.objects.get(name="v25"), 8)
     run_tick(queue.id)
-    assert JobQueue.objects.get(pk=queue.pk).fully_planned_at > first_full  # the safety net
+    assert TickMemo.objects.get(pk=queue.pk).fully_planned_at > first_full  # the safety net
     _assert_stored_as_a_full_plan_says(queue)
 
 
@@ -172,10 +172,10 @@ def test_a_short_queue_is_read_whole_every_tick(settings, people, fleet):
     for i in range(12):
         _submit(people.alice, queue, "vision", f"v{i}")
     run_tick(queue.id)  # 12 waited as it read them
-    first_full = JobQueue.objects.get(pk=queue.pk).fully_planned_at
+    first_full = TickMemo.objects.get(pk=queue.pk).fully_planned_at
     services.set_priority(people.alice, Job.objects.get(name="v11"), 7)
     run_tick(queue.id)
-    assert JobQueue.objects.get(pk=queue.pk).fully_planned_at > first_full
+    assert TickMemo.objects.get(pk=queue.pk).fully_planned_at > first_full
 
 
 def test_a_head_pushed_back_behind_the_heads_read_is_explained_again(settings, people, fleet):
@@ -215,7 +215,7 @@ def _last_full_plan_ago(queue, seconds: float, waiting: int | None = None) -> No
     fields = {"fully_planned_at": timezone.now() - timedelta(seconds=seconds)}
     if waiting is not None:
         fields["fully_planned_waiting"] = waiting
-    JobQueue.objects.filter(pk=queue.pk).update(**fields)
+    TickMemo.objects.remember(queue.pk, **fields)
 
 
 def _tick_lock_held(queue) -> bool:
@@ -259,10 +259,12 @@ def test_a_due_full_plan_reads_and_plans_without_the_lock_and_applies_under_it(
     started = Job.objects.filter(job_queue=long_queue, status=JobStatus.SCHEDULED).count()
     assert started == 4  # vision borrows nlp's idle pair: every a100 in use
     assert Job.objects.get(pk=deep.pk).pending_reason == "BEHIND_SHARE_HEAD"
-    queue = JobQueue.objects.get(pk=long_queue.pk)
-    assert (timezone.now() - queue.fully_planned_at).total_seconds() < 60
-    assert queue.fully_planned_waiting == 30
-    assert queue.state_version == version + 1  # starts move it: a full plan read before fails
+    memo = TickMemo.objects.get(pk=long_queue.pk)
+    assert (timezone.now() - memo.fully_planned_at).total_seconds() < 60
+    assert memo.fully_planned_waiting == 30
+    assert (
+        JobQueue.objects.get(pk=long_queue.pk).state_version == version + 1
+    )  # starts move it: a full plan read before fails
     run = SchedulerRun.objects.filter(job_queue=long_queue).latest("id")
     assert (run.dispatched, run.replanned, run.error) == (4, True, "")
     _assert_stored_as_a_full_plan_says(long_queue)
@@ -285,14 +287,14 @@ def test_a_full_plan_whose_read_went_stale_writes_its_reasons_and_starts_nothing
     assert not Job.objects.filter(job_queue=long_queue).exclude(status=JobStatus.RUNNABLE)
     assert Job.objects.get(name="v20").pending_reason == "BEHIND_SHARE_HEAD"
     assert Job.objects.get(pk=head.pk).pending_reason == ""  # the plan would have started it
-    queue = JobQueue.objects.get(pk=long_queue.pk)
-    assert queue.planned_version == -1
-    assert queue.fully_planned_waiting == 30
+    memo = TickMemo.objects.get(pk=long_queue.pk)
+    assert memo.planned_version == -1
+    assert memo.fully_planned_waiting == 30
 
     run = run_tick(long_queue.id)  # reads the heads: the raised job is one now
     assert (run.replanned, run.dispatched) == (True, 4)
     assert Job.objects.get(pk=raised.pk).status == JobStatus.SCHEDULED
-    assert JobQueue.objects.get(pk=long_queue.pk).fully_planned_at == queue.fully_planned_at
+    assert TickMemo.objects.get(pk=long_queue.pk).fully_planned_at == memo.fully_planned_at
     _assert_stored_as_a_full_plan_says(long_queue)
 
 
@@ -300,14 +302,14 @@ def test_ticks_leave_the_full_plan_to_the_workers_until_it_is_twice_overdue(
     long_queue, settings, people
 ):
     queue = long_queue
-    before = JobQueue.objects.get(pk=queue.pk).fully_planned_at
-    JobQueue.objects.filter(pk=queue.pk).update(planned_terms=_terms_now(queue))
+    before = TickMemo.objects.get(pk=queue.pk).fully_planned_at
+    TickMemo.objects.filter(pk=queue.pk).update(planned_terms=_terms_now(queue))
     run_tick(queue.id)  # 1.5 periods: a tick reads the heads alone
-    assert JobQueue.objects.get(pk=queue.pk).fully_planned_at == before
+    assert TickMemo.objects.get(pk=queue.pk).fully_planned_at == before
     _last_full_plan_ago(queue, settings.QP_FULL_PLAN_SECONDS * 2.5)
     services.set_priority(people.alice, Job.objects.get(name="v25"), 7)
     run_tick(queue.id)  # no worker made it: the tick does
-    assert JobQueue.objects.get(pk=queue.pk).fully_planned_at > before
+    assert TickMemo.objects.get(pk=queue.pk).fully_planned_at > before
     _assert_stored_as_a_full_plan_says(queue)
 
 

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from quotaportal.quotas.models import JobQueue, UtilizationSample
+from quotaportal.quotas.models import JobQueue, TickMemo, UtilizationSample
 from quotaportal.tick.run import run_tick
 from tests.builders import submit
 
@@ -45,4 +45,5 @@ def test_the_queue_remembers_its_newest_sample(people, fleet):
     run_tick(fleet.queue.pk, now)
     queue = JobQueue.objects.get(pk=fleet.queue.pk)
     newest = UtilizationSample.objects.filter(job_queue=queue).latest("time")
-    assert (queue.sampled_used, queue.sampled_at) == (newest.used, newest.time)
+    memo = TickMemo.objects.get(queue=queue)
+    assert (memo.sampled_used, memo.sampled_at) == (newest.used, newest.time)

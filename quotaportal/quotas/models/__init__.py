@@ -45,10 +45,12 @@ from quotaportal.quotas.models.resources import (
     Strategy,
     Team,
 )
+from quotaportal.quotas.models.ticks import TickMemo
 from quotaportal.quotas.models.tokens import PersonalToken, Scope
 from quotaportal.quotas.models.whatif import WhatIf, WhatIfSource, WhatIfStatus
 
 __all__ = [
+    "TickMemo",
     "shown_status_is",
     "PersonalToken",
     "Scope",

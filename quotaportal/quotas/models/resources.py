@@ -206,29 +206,10 @@ class JobQueue(models.Model):
         choices=[("borrowed", "borrowed use"), ("all", "all use")],
         default="borrowed",
     )
-    # The ticks' running account: share -> [decayed use, as of (epoch s), instances since].
-    fair_use = models.JSONField(default=dict, blank=True)
-    # Change tracking so a tick can skip re-planning a queue nothing has touched: every
-    # service that changes what the planner sees bumps state_version; a tick that changed
-    # nothing records the version and dispatched-job count it planned (new jobs are found
-    # unexplained: they have no pending reason yet).
+    # Every service that changes what the planner sees bumps state_version, as does a tick
+    # that starts or preempts: a tick compares it with the version its last settled plan saw
+    # (TickMemo, the ticks' own memo of the queue).
     state_version = models.BigIntegerField(default=0)
-    planned_version = models.BigIntegerField(default=-1)
-    planned_dispatched_jobs = models.IntegerField(null=True, blank=True)
-    planned_at = models.DateTimeField(null=True, blank=True)
-    # When a tick last read every active job (ticks between read the heads of each share's
-    # line), and a digest of the share terms and ordering it planned with: new terms may
-    # change the pending reason of any waiting job, so they bring a full plan.
-    fully_planned_at = models.DateTimeField(null=True, blank=True)
-    planned_terms = models.CharField(max_length=64, blank=True)
-    # How many jobs waited at that full plan: a queue shorter than QP_HEADS_FROM_WAITING is
-    # read whole every tick (reading the heads costs more than it saves there).
-    fully_planned_waiting = models.IntegerField(null=True, blank=True)
-    planned_capacity = models.JSONField(null=True, blank=True)  # hosts come and go unannounced
-    # The utilization sample ticks last wrote (UtilizationSample), kept here so a tick, which
-    # reads its queue anyway, compares usage without reading the history.
-    sampled_used = models.JSONField(null=True, blank=True)
-    sampled_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [

@@ -13,7 +13,7 @@ from django.utils import timezone
 from quotaportal.quotas.audit import record
 from quotaportal.quotas.backends import self_scheduling_backends
 from quotaportal.quotas.errors import InvalidInput
-from quotaportal.quotas.models import EventKind, JobQueue
+from quotaportal.quotas.models import EventKind, JobQueue, TickMemo
 from quotaportal.quotas.permissions import require_admin
 from quotaportal.tick.changes import queue_changed
 from scheduler.fairshare import Counts
@@ -67,12 +67,15 @@ def set_fair_share(
         )
     was_on = queue.fair_share_half_life_seconds is not None
     queue.fair_share_half_life_seconds, queue.fair_share_counts = half_life_seconds, counts
+    fair_use = None  # a policy changed while on keeps its account
     if half_life_seconds is None:
-        queue.fair_use = {}
+        fair_use = {}
     elif not was_on:
         at = (now or timezone.now()).timestamp()
-        queue.fair_use = {name: [float(value), at, 0.0] for name, value in (seed or {}).items()}
-    queue.save(update_fields=["fair_share_half_life_seconds", "fair_share_counts", "fair_use"])
+        fair_use = {name: [float(value), at, 0.0] for name, value in (seed or {}).items()}
+    queue.save(update_fields=["fair_share_half_life_seconds", "fair_share_counts"])
+    if fair_use is not None:
+        TickMemo.objects.remember(queue.pk, fair_use=fair_use)
     record(
         actor,
         EventKind.RESOURCE_CHANGED,

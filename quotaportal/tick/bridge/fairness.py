@@ -1,13 +1,13 @@
 """A queue's fair-share account between the database and the pure planner: each share's
 standing for the snapshot (before planning), and the account carried on once the plan is
 applied (what each share holds counts until the next tick). The account lives in
-JobQueue.fair_use as scheduler.fairshare.FairUse's JSON."""
+TickMemo.fair_use as scheduler.fairshare.FairUse's JSON."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
-from quotaportal.quotas.models import JobQueue, QuotaShare
+from quotaportal.quotas.models import JobQueue, QuotaShare, TickMemo
 from scheduler.fairshare import Counts, FairUse, Policy
 
 
@@ -25,7 +25,7 @@ def policy_of(queue: JobQueue) -> Policy | None:
 
 
 def account_of(queue: JobQueue, policy: Policy) -> FairUse:
-    return FairUse.from_json(policy, queue.fair_use)
+    return FairUse.from_json(policy, TickMemo.of(queue).fair_use)
 
 
 def standing(queue: JobQueue, names, now: datetime) -> dict[str, float] | None:
@@ -45,7 +45,7 @@ def opened(queue: JobQueue, now: datetime) -> FairUse | None:
 
 
 def carried_on(account: FairUse | None, usage: dict[str, dict[str, int]], snapshot) -> dict:
-    """The queue row's fair_use once a tick's plan is applied: the account, counting from now
+    """The memo's fair_use once a tick's plan is applied: the account, counting from now
     what each share holds (`usage`: share -> unit -> instances); {} without a policy."""
     if account is None:
         return {}

@@ -40,6 +40,7 @@ from quotaportal.quotas.models import (
     ServiceEnvironment,
     ShareCapacityLimit,
     Team,
+    TickMemo,
 )
 from quotaportal.quotas.services import fairness
 from quotaportal.tick import bridge, full_plan
@@ -172,7 +173,7 @@ def forget_last_plan(queue: JobQueue, *, every_job: bool = False) -> None:
     fields = {"planned_version": -1}
     if every_job:
         fields["fully_planned_at"] = None
-    JobQueue.objects.filter(pk=queue.pk).update(**fields)
+    TickMemo.objects.remember(queue.pk, **fields)
 
 
 def settle(queue: JobQueue, most: int = 30) -> int:
