@@ -12,8 +12,11 @@ import secrets
 import shlex
 from dataclasses import dataclass, field
 
-MAX_ARRAY = 10_000
-MAX_SECONDS = 10_000_000  # the portal's limit on attempt_duration_seconds
+# qp lists an array's task ids in memory before it submits; this guards that list against a
+# range typed by mistake (0-99999999999). It is qp's own limit, far above any array the
+# portal takes: the portal's limits (array size, time limit) are its own to state, in its
+# answer, which qp shows.
+EXPANDS_AT_MOST = 1_000_000
 
 
 class Invalid(ValueError):
@@ -99,8 +102,8 @@ def seconds(text: str) -> int:
         total = int(match["mm"]) * 60 + int(match["ss"])
     else:
         total = int(match["minutes"]) * 60
-    if not 1 <= total <= MAX_SECONDS:
-        raise Invalid(f"{text[:40]!r}: a time limit is from a second to {MAX_SECONDS:,} s")
+    if total < 1:
+        raise Invalid(f"{text[:40]!r}: a time limit is at least a second")
     return total
 
 
@@ -117,8 +120,8 @@ def array(text: str) -> Array:
     ids: list[int] = []
     for part in match["spec"].split(","):
         ids += _array_part(part, text)
-        if len(ids) > MAX_ARRAY:
-            raise Invalid(f"{text!r}: an array has at most {MAX_ARRAY:,} jobs")
+        if len(ids) > EXPANDS_AT_MOST:
+            raise Invalid(f"{text!r}: qp lists at most {EXPANDS_AT_MOST:,} task ids")
     if len(set(ids)) != len(ids):
         raise Invalid(f"{text!r}: an index appears twice")
     limit = int(match["limit"]) if match["limit"] else None
@@ -135,8 +138,8 @@ def _array_part(part: str, text: str) -> list[int]:
     start, end = int(first), int(last) if dash else int(first)
     if end < start or (step and int(step) < 1):
         raise Invalid(f"{text!r}: {part!r} runs backwards")
-    if (end - start) // int(step or 1) >= MAX_ARRAY:
-        raise Invalid(f"{text!r}: an array has at most {MAX_ARRAY:,} jobs")
+    if (end - start) // int(step or 1) >= EXPANDS_AT_MOST:
+        raise Invalid(f"{text!r}: qp lists at most {EXPANDS_AT_MOST:,} task ids")
     return list(range(start, end + 1, int(step or 1)))
 
 

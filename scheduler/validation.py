@@ -19,6 +19,48 @@ MIN_RETRY_ATTEMPTS, MAX_RETRY_ATTEMPTS = 1, 10  # AWS Batch's bounds on retryStr
 MAX_INSTANCES = 1_000_000
 MAX_BORROW_LIMIT = 1_000_000
 
+# A job's numbers, field -> (lowest, highest): the one place they are written. The REST
+# serializer's and the web form's fields (value_range), the services' checks (bound_error) and
+# the database's check constraints are built from it.
+JOB_NUMBERS: dict[str, tuple[int, int]] = {
+    "scheduling_priority": (MIN_PRIORITY, MAX_PRIORITY),
+    "quantity": (1, 100_000),
+    "retry_attempts": (MIN_RETRY_ATTEMPTS, MAX_RETRY_ATTEMPTS),
+    "preemption_retries_before_termination": (0, 1_000_000),
+    "attempt_duration_seconds": (1, 10_000_000),
+    "simulated_duration_seconds": (0, 10_000_000),  # seconds, fractions allowed
+}
+# The numbers a job may leave out: no time limit, requeued after every preemption, and (not
+# SIMULATED) no simulated run.
+OPTIONAL_JOB_NUMBERS = frozenset(
+    {
+        "preemption_retries_before_termination",
+        "attempt_duration_seconds",
+        "simulated_duration_seconds",
+    }
+)
+
+
+def value_range(field: str) -> dict[str, int]:
+    """A job field's bounds as a form or serializer field's keyword arguments."""
+    low, high = JOB_NUMBERS[field]
+    return {"min_value": low, "max_value": high}
+
+
+def bound_error(field: str, value: object, *, whole: bool = True) -> str | None:
+    """What is wrong with a job field's number, in words; None when it is within bounds."""
+    low, high = JOB_NUMBERS[field]
+    kinds = int if whole else int | float
+    if not isinstance(value, kinds) or isinstance(value, bool):
+        return f"{field} must be a {'whole ' if whole else ''}number"
+    if not low <= value <= high:
+        return f"{field} must be between {_number(low)} and {_number(high)}, got {value}"
+    return None
+
+
+def _number(value: int) -> str:
+    return f"{value:,}" if value >= 100_000 else str(value)
+
 
 def instance_count_error(value: object, minimum: int) -> str | None:
     if (
@@ -66,13 +108,7 @@ def share_config_errors(
 
 
 def priority_error(priority: object) -> str | None:
-    if not isinstance(priority, int) or isinstance(priority, bool):
-        return "scheduling_priority must be a whole number"
-    if not MIN_PRIORITY <= priority <= MAX_PRIORITY:
-        return (
-            f"scheduling_priority must be between {MIN_PRIORITY} and {MAX_PRIORITY}, got {priority}"
-        )
-    return None
+    return bound_error("scheduling_priority", priority)
 
 
 def submission_error(

@@ -29,7 +29,7 @@ from quotaportal.quotas.models import (
 from quotaportal.quotas.permissions import can_read_output
 from quotaportal.quotas.reasons import SHORT_REASONS
 from scheduler.simulate.estimate import ASSUMPTION
-from scheduler.validation import MAX_PRIORITY, MAX_RETRY_ATTEMPTS, MIN_PRIORITY, MIN_RETRY_ATTEMPTS
+from scheduler.validation import value_range
 
 
 class PlacementSerializer(serializers.Serializer):
@@ -150,22 +150,18 @@ class JobSerializer(serializers.ModelSerializer):
     quota_share = serializers.CharField(source="share_name", max_length=128)
     capacity_unit = serializers.CharField(source="capacity_unit.name", max_length=64)
     submitted_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
-    scheduling_priority = serializers.IntegerField(
-        min_value=MIN_PRIORITY, max_value=MAX_PRIORITY, default=0
-    )
-    quantity = serializers.IntegerField(min_value=1, max_value=100_000, default=1)
-    retry_attempts = serializers.IntegerField(
-        min_value=MIN_RETRY_ATTEMPTS, max_value=MAX_RETRY_ATTEMPTS, default=1
-    )
+    scheduling_priority = serializers.IntegerField(**value_range("scheduling_priority"), default=0)
+    quantity = serializers.IntegerField(**value_range("quantity"), default=1)
+    retry_attempts = serializers.IntegerField(**value_range("retry_attempts"), default=1)
     evaluate_on_exit = EvaluateOnExitSerializer(many=True, required=False)
     preemption_retries_before_termination = serializers.IntegerField(
-        min_value=0, max_value=1_000_000, required=False, allow_null=True
+        **value_range("preemption_retries_before_termination"), required=False, allow_null=True
     )
     attempt_duration_seconds = serializers.IntegerField(
-        min_value=1, max_value=10_000_000, required=False, allow_null=True
+        **value_range("attempt_duration_seconds"), required=False, allow_null=True
     )
     simulated_duration_seconds = serializers.FloatField(
-        min_value=0, max_value=10_000_000, required=False, allow_null=True
+        **value_range("simulated_duration_seconds"), required=False, allow_null=True
     )
     client_token = serializers.CharField(
         min_length=1, max_length=64, required=False, allow_null=True
@@ -377,7 +373,7 @@ class BatchSubmitSerializer(serializers.Serializer):
 
 
 class PriorityUpdateSerializer(serializers.Serializer):
-    scheduling_priority = serializers.IntegerField(min_value=MIN_PRIORITY, max_value=MAX_PRIORITY)
+    scheduling_priority = serializers.IntegerField(**value_range("scheduling_priority"))
 
 
 class TerminateSerializer(serializers.Serializer):

@@ -11,42 +11,19 @@ from quotaportal.quotas.models import Job
 from quotaportal.quotas.names import aws_name_error
 from quotaportal.quotas.permissions import can_change_job
 from scheduler.dependencies import After
-from scheduler.validation import MAX_RETRY_ATTEMPTS, MIN_RETRY_ATTEMPTS, priority_error
+from scheduler.validation import JOB_NUMBERS, OPTIONAL_JOB_NUMBERS, bound_error
 
 
 def field_errors(fields: dict) -> dict[str, str]:
     """What is wrong with a submission's fields (field -> message); {} when nothing is."""
     errors = {}
-    if error := priority_error(fields["scheduling_priority"]):
-        errors["scheduling_priority"] = error
-    checks = {
-        "quantity": (1, None, "quantity must be a whole number of at least 1"),
-        "retry_attempts": (
-            MIN_RETRY_ATTEMPTS,
-            MAX_RETRY_ATTEMPTS,
-            f"retry_attempts must be between {MIN_RETRY_ATTEMPTS} and {MAX_RETRY_ATTEMPTS}",
-        ),
-        "preemption_retries_before_termination": (
-            0,
-            None,
-            "preemption_retries_before_termination must be 0 or more",
-        ),
-        "attempt_duration_seconds": (1, None, "attempt_duration_seconds must be at least 1"),
-    }
-    for field, (low, high, message) in checks.items():
+    for field in JOB_NUMBERS:
         value = fields[field]
-        if value is None and field not in ("quantity", "retry_attempts"):
+        if value is None and field in OPTIONAL_JOB_NUMBERS:
             continue
-        if (
-            not isinstance(value, int)
-            or isinstance(value, bool)
-            or value < low
-            or (high and value > high)
-        ):
-            errors[field] = message
-    simulated = fields["simulated_duration_seconds"]
-    if simulated is not None and (not isinstance(simulated, int | float) or simulated < 0):
-        errors["simulated_duration_seconds"] = "simulated_duration_seconds must be 0 or more"
+        whole = field != "simulated_duration_seconds"
+        if error := bound_error(field, value, whole=whole):
+            errors[field] = error
     if error := aws_name_error(fields["name"]):
         errors["name"] = error
     if fields["client_token"] is not None and (

@@ -173,6 +173,13 @@ def test_json_and_exit_codes_for_scripts(alice, fleet, people, live_server, tmp_
     assert urgent.returncode == 1
     assert "scheduling_priority" in urgent.stderr
     assert "9999" in urgent.stderr
+    wide = alice.run("submit", "--array", "0-10000", "--", "true", check=False)
+    assert wide.returncode == 1
+    assert "array_size" in wide.stderr
+    assert "10000" in wide.stderr
+    endless = alice.run("submit", "--time-limit", "9" * 40, "--", "true", check=False)
+    assert endless.returncode == 1
+    assert "attempt_duration_seconds" in endless.stderr
     missing = alice.run("show", "00000000-0000-4000-8000-000000000000", check=False)
     assert missing.returncode == 5
     bob = Terminal(live_server.url, tmp_path / "bob")

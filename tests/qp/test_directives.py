@@ -65,7 +65,7 @@ def test_times_in_slurms_forms_and_short_ones(text, expected):
     assert directives.seconds(text) == expected
 
 
-@pytest.mark.parametrize("text", ["", "soon", "1:2:3:4", "-5", "0", "0s", "9" * 400])
+@pytest.mark.parametrize("text", ["", "soon", "1:2:3:4", "-5", "0", "0s", "0.1s"])
 def test_bad_times_say_how_to_write_one(text):
     with pytest.raises(Invalid):
         directives.seconds(text)
@@ -90,12 +90,12 @@ def test_arrays(text, size, first, limit):
 @pytest.mark.parametrize(
     ("text", "words"),
     [
-        ("0-10000", "at most 10,000"),
         ("5-1", "backwards"),
         ("0-9%0", "%0"),
         ("1,1", "twice"),
         ("a-b", "not an array"),
-        ("0-99999999999999", "at most 10,000"),
+        ("0-99999999999999", "at most 1,000,000 task ids"),
+        ("0-2000000:2", "at most 1,000,000 task ids"),
     ],
 )
 def test_bad_arrays(text, words):

@@ -29,11 +29,19 @@ def test_a_member_cannot_submit_to_another_team_share(people, fleet):
     ("fields", "field", "message"),
     [
         ({"quantity": 9}, "quantity", "service environment has at most 4"),
-        ({"quantity": 0}, "quantity", "at least 1"),
+        ({"quantity": 0}, "quantity", "between 1 and 100,000"),
         ({"scheduling_priority": 10000}, "scheduling_priority", "between 0 and 9999"),
         ({"capacity_unit": "tpu"}, "capacity_unit", "does not exist"),
         ({"retry_attempts": 11}, "retry_attempts", "between 1 and 10"),
-        ({"attempt_duration_seconds": 0}, "attempt_duration_seconds", "at least 1"),
+        ({"attempt_duration_seconds": 0}, "attempt_duration_seconds", "between 1 and 10,000,000"),
+        # The service checks the upper bounds too (the AWS endpoint and commands reach it
+        # without a serializer): the same table as the serializer's and the database's.
+        (
+            {"preemption_retries_before_termination": 1_000_001},
+            "preemption_retries_before_termination",
+            "between 0 and 1,000,000",
+        ),
+        ({"simulated_duration_seconds": 1e9}, "simulated_duration_seconds", "10,000,000"),
         ({"evaluate_on_exit": [{"action": "MAYBE"}]}, "evaluate_on_exit", "RETRY or EXIT"),
         ({"name": ""}, "name", "1 to 128 letters, digits, - or _"),
         ({"name": "a/quota-share/bX"}, "name", "no spaces or other signs"),

@@ -10,7 +10,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from quotaportal.quotas.models.resources import CapacityUnit, JobQueue, QuotaShare
-from scheduler.validation import MAX_PRIORITY, MAX_RETRY_ATTEMPTS, MIN_PRIORITY, MIN_RETRY_ATTEMPTS
+from scheduler.validation import JOB_NUMBERS, MIN_PRIORITY, OPTIONAL_JOB_NUMBERS
 
 
 class JobStatus(models.TextChoices):
@@ -88,6 +88,15 @@ class JobArray(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.size} jobs)"
+
+
+def _within_bounds(field: str, low: int, high: int) -> models.CheckConstraint:
+    """The database's copy of a job field's bounds (scheduler.validation.JOB_NUMBERS), so no
+    path can write a bad row; a field the job may leave empty may be NULL."""
+    within = Q(**{f"{field}__gte": low, f"{field}__lte": high})
+    if field in OPTIONAL_JOB_NUMBERS:
+        within |= Q(**{f"{field}__isnull": True})
+    return models.CheckConstraint(condition=within, name=f"job_{field}_bounds")
 
 
 class Job(models.Model):
@@ -187,9 +196,10 @@ class Job(models.Model):
             ),
             # A queue's waiting jobs in the order it serves them: a start-time estimate reads
             # the first few thousand through it, however long the queue (bridge.fronts). Its
-            # condition names the lowest priority (always true, job_priority_range) so that
-            # only a read saying so may use it: when the tick's reads could, a misjudged plan
-            # walked every waiting job through it (a tick's heads read at 1M: 2.2 s, not 0.25).
+            # condition names the lowest priority (always true: job_scheduling_priority_bounds)
+            # so that only a read saying so may use it: when the tick's reads could, a misjudged
+            # plan walked every waiting job through it (a tick's heads read at 1M: 2.2 s, not
+            # 0.25).
             models.Index(
                 "job_queue",
                 models.F("scheduling_priority").desc(),
@@ -221,29 +231,7 @@ class Job(models.Model):
             ),
         ]
         constraints = [
-            models.CheckConstraint(condition=Q(quantity__gte=1), name="job_quantity_at_least_1"),
-            models.CheckConstraint(
-                condition=Q(
-                    scheduling_priority__gte=MIN_PRIORITY, scheduling_priority__lte=MAX_PRIORITY
-                ),
-                name="job_priority_range",
-            ),
-            models.CheckConstraint(
-                condition=Q(
-                    retry_attempts__gte=MIN_RETRY_ATTEMPTS, retry_attempts__lte=MAX_RETRY_ATTEMPTS
-                ),
-                name="job_retry_range",
-            ),
-            models.CheckConstraint(
-                condition=Q(attempt_duration_seconds__isnull=True)
-                | Q(attempt_duration_seconds__gte=1),
-                name="job_attempt_duration_positive",
-            ),
-            models.CheckConstraint(
-                condition=Q(simulated_duration_seconds__isnull=True)
-                | Q(simulated_duration_seconds__gte=0),
-                name="job_simulated_duration_not_negative",
-            ),
+            *(_within_bounds(field, low, high) for field, (low, high) in JOB_NUMBERS.items()),
             models.CheckConstraint(
                 condition=Q(status__in=JobStatus.values), name="job_status_valid"
             ),

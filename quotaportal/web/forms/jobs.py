@@ -13,12 +13,7 @@ from quotaportal.quotas.models import (
     State,
 )
 from quotaportal.quotas.permissions import is_platform_admin, team_ids
-from scheduler.validation import (
-    MAX_PRIORITY,
-    MAX_RETRY_ATTEMPTS,
-    MIN_PRIORITY,
-    MIN_RETRY_ATTEMPTS,
-)
+from scheduler.validation import MAX_PRIORITY, MIN_PRIORITY, value_range
 
 
 class JobSubmitForm(forms.Form):
@@ -34,11 +29,10 @@ class JobSubmitForm(forms.Form):
         help_text="Instance type or GPU model.",
     )
     quantity = forms.IntegerField(
-        min_value=1, max_value=100_000, initial=1, help_text="Instances; all must fit at once."
+        **value_range("quantity"), initial=1, help_text="Instances; all must fit at once."
     )
     scheduling_priority = forms.IntegerField(
-        min_value=MIN_PRIORITY,
-        max_value=MAX_PRIORITY,
+        **value_range("scheduling_priority"),
         initial=0,
         help_text=f"{MIN_PRIORITY}–{MAX_PRIORITY}; higher runs first within the share.",
     )
@@ -50,18 +44,14 @@ class JobSubmitForm(forms.Form):
         help_text="Run on the GPU host (LOCAL environments), as `sh -c`. The demo prefills a "
         "job that prints progress for two minutes and checkpoints when preempted.",
     )
-    retry_attempts = forms.IntegerField(
-        min_value=MIN_RETRY_ATTEMPTS, max_value=MAX_RETRY_ATTEMPTS, initial=1
-    )
+    retry_attempts = forms.IntegerField(**value_range("retry_attempts"), initial=1)
     preemption_retries_before_termination = forms.IntegerField(
-        min_value=0,
-        max_value=1_000_000,
+        **value_range("preemption_retries_before_termination"),
         required=False,
         help_text="Leave empty to requeue after every preemption.",
     )
     simulated_duration_seconds = forms.FloatField(
-        min_value=0,
-        max_value=10_000_000,
+        **value_range("simulated_duration_seconds"),
         required=False,
         help_text="SIMULATED environments: how long the job runs.",
     )
@@ -95,7 +85,7 @@ class JobSubmitForm(forms.Form):
 
 
 class PriorityForm(forms.Form):
-    scheduling_priority = forms.IntegerField(min_value=MIN_PRIORITY, max_value=MAX_PRIORITY)
+    scheduling_priority = forms.IntegerField(**value_range("scheduling_priority"))
 
 
 class OutputForm(forms.Form):
