@@ -22,7 +22,6 @@ from quotaportal.api.job_serializers import (
 )
 from quotaportal.jobs.filters import JobFilter
 from quotaportal.quotas import selectors, services
-from quotaportal.quotas.models import JobQueue
 
 
 class JobViewSet(
@@ -67,23 +66,16 @@ class JobViewSet(
         so a batch sent again after a lost answer makes no duplicates."""
         envelope = BatchSubmitSerializer(data=request.data)
         envelope.is_valid(raise_exception=True)
-        items, errors = {}, {}
+        items, errors = [], {}
         for index, raw in enumerate(envelope.validated_data["jobs"]):
             try:
-                items[index] = submission(raw)
+                items.append(submission(raw))
             except serializers.ValidationError as err:
-                errors.update({f"jobs[{index}].{k}": v for k, v in err.detail.items()})
-        queues = JobQueue.objects.select_related("service_environment").in_bulk(
-            {item["job_queue"] for item in items.values()}, field_name="name"
-        )
-        for index, item in items.items():
-            if item["job_queue"] not in queues:
-                errors[f"jobs[{index}].job_queue"] = [f"no job queue named {item['job_queue']}"]
-            item["job_queue"] = queues.get(item["job_queue"])
-        if errors:
-            raise serializers.ValidationError(errors)
-        items = list(items.values())
-        jobs = services.submit_jobs(request.user, items)
+                items.append(None)
+                errors.update({f"jobs[{index}].{k}": " ".join(v) for k, v in err.detail.items()})
+        # The queues go by name: the service finds them and names an unknown one, with every
+        # other fault of the other items, beside the faults found here; nothing is created.
+        jobs = services.submit_jobs(request.user, items, found=errors)
         return Response(
             {
                 "count": len(jobs),

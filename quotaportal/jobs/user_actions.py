@@ -188,7 +188,13 @@ def _create(actor, job_queue, share, unit, fields: dict, fingerprint: str, now) 
 MAX_BATCH = 1000
 
 
-def submit_jobs(actor, items: list[dict], now=None, lookups: dict | None = None) -> list[Job]:
+def submit_jobs(
+    actor,
+    items: list[dict | None],
+    now=None,
+    lookups: dict | None = None,
+    found: dict | None = None,
+) -> list[Job]:
     """Submit many jobs at once (a sweep): each item is what submit_job takes (job_queue,
     quota_share, capacity_unit, name and the options). Every item is checked first; if any
     fails, nothing is created and InvalidInput names each failing item (`jobs[3].quantity`).
@@ -199,15 +205,20 @@ def submit_jobs(actor, items: list[dict], now=None, lookups: dict | None = None)
     that owns the queues meanwhile (a replay), since a share edited in between would be missed.
     Without it, a submit in real time (no `now`) uses the lookups kept between requests, which
     every change to those rows invalidates (quotas.config_cache).
+
+    `found`: faults a caller found already in its own checks (`jobs[i].field` -> message),
+    its items None there: they are reported with the others and nothing is created.
     """
     if not 1 <= len(items) <= MAX_BATCH:
         raise InvalidInput({"jobs": f"give 1 to {MAX_BATCH} jobs, got {len(items)}"})
     if lookups is None:
         lookups = {} if now else cached_lookups()
     now = now or timezone.now()
-    errors, prepared = {}, []
+    errors, prepared = dict(found or {}), []
     cache = lookups
     for index, item in enumerate(items):
+        if item is None:
+            continue
         try:
             prepared.append(_prepare(actor, item, cache, now))
         except ServiceError as err:
