@@ -114,34 +114,18 @@ def create_share(
     tags = checked_tags(tags)
     _validate(capacity_limits, sharing_strategy, borrow_limit, state)
     units = _resolve_units(capacity_limits)  # before anything is written
-    # Lock the queue row so two concurrent creates cannot both pass the 20-share check.
-    JobQueue.objects.select_for_update().get(pk=job_queue.pk)
-    if job_queue.quota_shares.count() >= MAX_SHARES_PER_QUEUE:
-        raise Conflict(
-            f"job queue {job_queue.name} already has {MAX_SHARES_PER_QUEUE} quota shares,"
-            " the most AWS allows"
-        )
-    if job_queue.quota_shares.filter(name=name).exists():
-        raise InvalidInput(
-            {"name": f"a quota share named {name} already exists in job queue {job_queue.name}"}
-        )
-    try:
-        with transaction.atomic():
-            share = QuotaShare.objects.create(
-                job_queue=job_queue,
-                name=name,
-                team=team,
-                sharing_strategy=sharing_strategy,
-                borrow_limit=-1 if borrow_limit is None else borrow_limit,
-                in_share_preemption=in_share_preemption,
-                state=state,
-                tags=tags,
-                fair_share_weight=fair_share_weight,
-            )
-    except IntegrityError:
-        raise InvalidInput(
-            {"name": f"a quota share named {name} already exists in job queue {job_queue.name}"}
-        ) from None
+    _make_room(job_queue, name)
+    share = _insert_share(
+        job_queue,
+        name=name,
+        team=team,
+        sharing_strategy=sharing_strategy,
+        borrow_limit=-1 if borrow_limit is None else borrow_limit,
+        in_share_preemption=in_share_preemption,
+        state=state,
+        tags=tags,
+        fair_share_weight=fair_share_weight,
+    )
     _write_limits(share, capacity_limits, units)
     record(
         actor,
@@ -157,6 +141,33 @@ def create_share(
     )
     queue_changed(job_queue.pk)
     return share
+
+
+def _make_room(job_queue: JobQueue, name: str) -> None:
+    """Refuse a 21st share or a second of that name. The queue row is locked so two
+    concurrent creates cannot both pass the count."""
+    JobQueue.objects.select_for_update().get(pk=job_queue.pk)
+    if job_queue.quota_shares.count() >= MAX_SHARES_PER_QUEUE:
+        raise Conflict(
+            f"job queue {job_queue.name} already has {MAX_SHARES_PER_QUEUE} quota shares,"
+            " the most AWS allows"
+        )
+    if job_queue.quota_shares.filter(name=name).exists():
+        raise _name_taken(job_queue, name)
+
+
+def _insert_share(job_queue: JobQueue, **fields) -> QuotaShare:
+    try:
+        with transaction.atomic():
+            return QuotaShare.objects.create(job_queue=job_queue, **fields)
+    except IntegrityError:  # a create of the same name committed since the check
+        raise _name_taken(job_queue, fields["name"]) from None
+
+
+def _name_taken(job_queue: JobQueue, name: str) -> InvalidInput:
+    return InvalidInput(
+        {"name": f"a quota share named {name} already exists in job queue {job_queue.name}"}
+    )
 
 
 @transaction.atomic
