@@ -1,4 +1,4 @@
-"""REST token authentication whose lookups are kept between requests.
+"""REST token authentication whose lookups are cached between requests.
 
 Two kinds of token arrive as `Authorization: Token <key>` (or `Bearer <key>`): personal API
 tokens (`qp_…`, quotas.services.tokens: hashed, named, scoped, expiring), and the legacy DRF tokens

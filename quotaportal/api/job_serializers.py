@@ -321,7 +321,7 @@ class JobSerializer(serializers.ModelSerializer):
 
 class SubmissionSerializer(JobSerializer):
     """The fields of one submit, the queue by name: the service looks it up (once per batch,
-    and from the lookups kept between requests)."""
+    and from the lookups cached between requests)."""
 
     job_queue = serializers.CharField(max_length=128, validators=[no_nul_characters])
 

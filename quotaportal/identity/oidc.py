@@ -54,11 +54,11 @@ def issuer() -> str:
 
 
 def discovery() -> dict:
-    """The provider's /.well-known/openid-configuration, kept for DISCOVERY_SECONDS."""
+    """The provider's /.well-known/openid-configuration, cached for DISCOVERY_SECONDS."""
     now = time.monotonic()
-    kept = _discovered.get(issuer())
-    if kept and now - kept[0] < DISCOVERY_SECONDS:
-        return kept[1]
+    cached = _discovered.get(issuer())
+    if cached and now - cached[0] < DISCOVERY_SECONDS:
+        return cached[1]
     answer = requests.get(f"{issuer()}/.well-known/openid-configuration", timeout=TIMEOUT)
     answer.raise_for_status()
     document = answer.json()

@@ -80,7 +80,7 @@ def submit_job(
 
     `job_queue` is the queue or its name; `options` are the optional fields of JOB_OPTIONS
     (quantity, scheduling_priority, ...). Submits in real time (no `now` given) are checked
-    against the lookups kept between requests (quotas.config_cache).
+    against the lookups cached between requests (quotas.config_cache).
     """
     if unknown := sorted(set(options) - set(JOB_OPTIONS)):
         raise TypeError(f"submit_job() got unknown fields {unknown}")
@@ -130,7 +130,7 @@ def _target(
             {"quota_share": f"quota share {name} does not exist in job queue {job_queue.name}"}
         )
     if not is_platform_admin(actor):
-        # Seeds the user's team ids (permissions.team_ids) from the kept lookups.
+        # Seeds the user's team ids (permissions.team_ids) from the cached lookups.
         actor._qp_team_ids = _cached(cache, ("teams", actor.pk), lambda: team_ids(actor))
     require_share_member(actor, share)
     unit_name = fields["capacity_unit"]
@@ -203,7 +203,7 @@ def submit_jobs(
 
     `lookups` keeps the queue's shares, units and limits between batches: only for a caller
     that owns the queues meanwhile (a replay), since a share edited in between would be missed.
-    Without it, a submit in real time (no `now`) uses the lookups kept between requests, which
+    Without it, a submit in real time (no `now`) uses the lookups cached between requests, which
     every change to those rows invalidates (quotas.config_cache).
 
     `found`: faults a caller found already in its own checks (`jobs[i].field` -> message),

@@ -1,4 +1,4 @@
-"""The rows a submit is checked against, kept between requests while they stay the same.
+"""The rows a submit is checked against, cached between requests while they stay the same.
 
 Every submit looks up its queue, share, unit, the environment's capacity, the share's limits
 and the submitter's teams: six queries, a third of a submit's time, for rows an admin changes

@@ -27,6 +27,15 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m scheduler.simulate",
         description="Replay a workload through quotaportal's scheduler, event to event.",
     )
+    _workload_arguments(parser)
+    _replay_arguments(parser)
+    _fair_share_arguments(parser)
+    parser.add_argument("--json", action="store_true", help="end with one JSON line")
+    return parser
+
+
+def _workload_arguments(parser) -> None:
+    """What is replayed: one source, and the shape of a synthetic fleet."""
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--trace", metavar="DIR", help="the Alibaba openb trace folder")
     source.add_argument(
@@ -45,6 +54,10 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="--fleet: every share submits as often (a stress case) instead of by its quota",
     )
+
+
+def _replay_arguments(parser) -> None:
+    """How it is replayed: configuration, tick, checks, scale, estimates."""
     parser.add_argument(
         "--config", metavar="CONFIG", help="a JSON file with queue settings to replay instead"
     )
@@ -68,6 +81,9 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also measure start-time estimates against the replay (median and p90 error)",
     )
+
+
+def _fair_share_arguments(parser) -> None:
     parser.add_argument(
         "--fair-share",
         metavar="HALF_LIFE",
@@ -85,8 +101,6 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="with --fair-share: replay without it too and print both side by side",
     )
-    parser.add_argument("--json", action="store_true", help="end with one JSON line")
-    return parser
 
 
 def _load(args) -> object:
@@ -155,35 +169,13 @@ def main(argv: list[str] | None = None, out=None, err=None) -> int:
         err.write("--tick must be a positive number of seconds\n")
         return 2
     try:
-        workload = _load(args)
-        if args.config:
-            workload = apply_config(workload, args.config)
-        if args.scale is not None:
-            if not 0 < args.scale <= 1000:
-                raise WorkloadError("--scale must be a number above 0 and at most 1000")
-            workload = scaled(workload, args.scale)
-        fair = args.fair_share is not None
-        if args.compare and not fair:
-            raise WorkloadError("--compare needs --fair-share HALF_LIFE")
-        policy = policy_from(args.fair_share, args.fair_share_counts) if fair else None
+        workload, policy = _workload_and_policy(args)
     except WorkloadError as error:
         err.write(f"error: {error}\n")
         return 2
     err.write(f"simulating {workload.name}: {workload.job_count:,} jobs\n")
     try:
-        without = None
-        if args.compare:
-            err.write("first without fair share\n")
-            without = simulate(
-                workload, tick_s=args.tick, check=not args.no_check, progress=_Progress(err)
-            )
-            err.write(f"then with fair share (half-life {args.fair_share})\n")
-        result = simulate(
-            with_policy(workload, policy),
-            tick_s=args.tick,
-            check=not args.no_check,
-            progress=_Progress(err),
-        )
+        without, result = _simulated(workload, policy, args, err)
     except InvariantViolation as error:
         err.write(f"a plan broke an invariant: {error}\n")
         return 1
@@ -196,23 +188,58 @@ def main(argv: list[str] | None = None, out=None, err=None) -> int:
         body["queues_without_fair_share"] = without.queue_summaries
     if args.estimates:
         err.write("measuring start-time estimates against the replay\n")
-        accuracy = [estimate_accuracy(queue) for queue in workload.queues]
-        body["estimates"] = accuracy
-        for queue, figures in zip(workload.queues, accuracy, strict=True):
-            out.write(
-                f"estimates in {queue.config.name}: {figures['estimates']:,} made, error p50 "
-                f"{figures['error_p50_s']} s p90 {figures['error_p90_s']} s, the range held "
-                f"the real start {_percent(figures['inside_range'])} "
-                f"({figures['uncertain']:,} said uncertain), median width "
-                f"{figures['range_width_p50_s']} s for a median expected wait of "
-                f"{figures['expected_wait_p50_s']} s; once every job had arrived "
-                f"p50 {figures['error_after_last_arrival_p50_s']} s p90 "
-                f"{figures['error_after_last_arrival_p90_s']} s, range held "
-                f"{_percent(figures['inside_range_after_last_arrival'])}\n"
-            )
+        body["estimates"] = _estimates(workload, out)
     if args.json:
         out.write(json.dumps(body, separators=(",", ":")) + "\n")
     return 0
+
+
+def _workload_and_policy(args):
+    """The workload the arguments name, configured and scaled, and its fair-share policy
+    (None without --fair-share); WorkloadError says what to fix."""
+    workload = _load(args)
+    if args.config:
+        workload = apply_config(workload, args.config)
+    if args.scale is not None:
+        if not 0 < args.scale <= 1000:
+            raise WorkloadError("--scale must be a number above 0 and at most 1000")
+        workload = scaled(workload, args.scale)
+    fair = args.fair_share is not None
+    if args.compare and not fair:
+        raise WorkloadError("--compare needs --fair-share HALF_LIFE")
+    return workload, policy_from(args.fair_share, args.fair_share_counts) if fair else None
+
+
+def _simulated(workload, policy, args, err):
+    """The run without fair share (with --compare, else None), then the run asked for."""
+
+    def run(what):
+        return simulate(what, tick_s=args.tick, check=not args.no_check, progress=_Progress(err))
+
+    without = None
+    if args.compare:
+        err.write("first without fair share\n")
+        without = run(workload)
+        err.write(f"then with fair share (half-life {args.fair_share})\n")
+    return without, run(with_policy(workload, policy))
+
+
+def _estimates(workload, out) -> list[dict]:
+    """Each queue's start-time estimates measured against the replay, printed and returned."""
+    accuracy = [estimate_accuracy(queue) for queue in workload.queues]
+    for queue, figures in zip(workload.queues, accuracy, strict=True):
+        out.write(
+            f"estimates in {queue.config.name}: {figures['estimates']:,} made, error p50 "
+            f"{figures['error_p50_s']} s p90 {figures['error_p90_s']} s, the range held "
+            f"the real start {_percent(figures['inside_range'])} "
+            f"({figures['uncertain']:,} said uncertain), median width "
+            f"{figures['range_width_p50_s']} s for a median expected wait of "
+            f"{figures['expected_wait_p50_s']} s; once every job had arrived "
+            f"p50 {figures['error_after_last_arrival_p50_s']} s p90 "
+            f"{figures['error_after_last_arrival_p90_s']} s, range held "
+            f"{_percent(figures['inside_range_after_last_arrival'])}\n"
+        )
+    return accuracy
 
 
 def _percent(fraction: float | None) -> str:

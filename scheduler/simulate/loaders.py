@@ -160,6 +160,54 @@ def kueue_baseline(queues: int = 5, shares_per_queue: int = 6) -> Workload:
 FLEET_UNITS = ("a100", "h100", "l4", "t4")
 
 
+FLEET_SIZES, FLEET_SIZE_WEIGHTS = (1, 2, 4, 8), (70, 15, 10, 5)
+
+
+def _fleet_shares(rng: random.Random, shares: int) -> list[Share]:
+    """Shares of mixed strategies, each with limits on one or two GPU models."""
+    strategies = (Strategy.LEND_AND_BORROW, Strategy.LEND, Strategy.RESERVE)
+    share_list = []
+    for i in range(shares):
+        strategy = rng.choices(strategies, (4, 4, 2))[0]
+        units = rng.sample(FLEET_UNITS, rng.choice((1, 1, 2)))
+        limits = {u: rng.choice((2, 4, 4, 8)) for u in units}
+        borrow = rng.choice((100, 200, -1)) if strategy is Strategy.LEND_AND_BORROW else -1
+        share_list.append(Share(f"team-{i:04d}", limits, strategy, borrow, rng.random() < 0.5))
+    return share_list
+
+
+def _fleet_jobs(
+    rng: random.Random, share_list: list[Share], jobs: int, rate: float, uniform_demand: bool
+) -> list[WorkJob]:
+    """A Poisson stream of jobs at `rate` per second, each on a share and one of its units."""
+    demand = [sum(s.limits.values()) for s in share_list]
+    now, work = 0.0, []
+    for i in range(jobs):
+        now += rng.expovariate(rate)
+        if uniform_demand:
+            share = share_list[rng.randrange(len(share_list))]
+            unit = rng.choice(sorted(share.limits))
+        else:
+            share = rng.choices(share_list, demand)[0]
+            unit = rng.choices(
+                sorted(share.limits), [share.limits[u] for u in sorted(share.limits)]
+            )[0]
+        size = min(rng.choices(FLEET_SIZES, FLEET_SIZE_WEIGHTS)[0], share.limits[unit])
+        duration = max(1, round(rng.lognormvariate(math.log(1200), 0.8)))
+        work.append(
+            WorkJob(
+                f"job-{i}",
+                share.name,
+                unit,
+                size,
+                rng.choice((0, 10, 20, 50, 90)),
+                float(math.floor(now)),
+                float(duration),
+            )
+        )
+    return work
+
+
 def fleet(
     jobs: int = 100_000,
     shares: int = 1_000,
@@ -176,44 +224,14 @@ def fleet(
     and only borrowing relieves them: a stress case.
     """
     rng = random.Random(seed)
-    strategies = (Strategy.LEND_AND_BORROW, Strategy.LEND, Strategy.RESERVE)
-    share_list = []
-    for i in range(shares):
-        strategy = rng.choices(strategies, (4, 4, 2))[0]
-        units = rng.sample(FLEET_UNITS, rng.choice((1, 1, 2)))
-        limits = {u: rng.choice((2, 4, 4, 8)) for u in units}
-        borrow = rng.choice((100, 200, -1)) if strategy is Strategy.LEND_AND_BORROW else -1
-        share_list.append(Share(f"team-{i:04d}", limits, strategy, borrow, rng.random() < 0.5))
+    share_list = _fleet_shares(rng, shares)
     capacity = {u: sum(s.limits.get(u, 0) for s in share_list) for u in FLEET_UNITS}
-    demand = [sum(s.limits.values()) for s in share_list]
     mean_duration = math.exp(math.log(1200) + 0.8**2 / 2)
-    sizes, weights = (1, 2, 4, 8), (70, 15, 10, 5)
-    mean_size = sum(s * w for s, w in zip(sizes, weights, strict=True)) / sum(weights)
+    mean_size = sum(s * w for s, w in zip(FLEET_SIZES, FLEET_SIZE_WEIGHTS, strict=True)) / sum(
+        FLEET_SIZE_WEIGHTS
+    )
     rate = load * sum(capacity.values()) / (mean_duration * mean_size)  # jobs per second
-    now, work = 0.0, []
-    for i in range(jobs):
-        now += rng.expovariate(rate)
-        if uniform_demand:
-            share = share_list[rng.randrange(shares)]
-            unit = rng.choice(sorted(share.limits))
-        else:
-            share = rng.choices(share_list, demand)[0]
-            unit = rng.choices(
-                sorted(share.limits), [share.limits[u] for u in sorted(share.limits)]
-            )[0]
-        size = min(rng.choices(sizes, weights)[0], share.limits[unit])
-        duration = max(1, round(rng.lognormvariate(math.log(1200), 0.8)))
-        work.append(
-            WorkJob(
-                f"job-{i}",
-                share.name,
-                unit,
-                size,
-                rng.choice((0, 10, 20, 50, 90)),
-                float(math.floor(now)),
-                float(duration),
-            )
-        )
+    work = _fleet_jobs(rng, share_list, jobs, rate, uniform_demand)
     config = QueueConfig("fleet", capacity, tuple(share_list))
     notes = (
         f"synthetic fleet: {shares:,} shares over {', '.join(FLEET_UNITS)} "

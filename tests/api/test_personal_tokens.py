@@ -78,7 +78,7 @@ def test_bearer_works_like_token(people, fleet):
 
 def test_an_expired_token_is_refused_with_a_reason(people, fleet, monkeypatch):
     token, key = tokens.create_token(people.alice, people.alice, name="ci", expires_in_days=1)
-    assert call(key).status_code == 200  # now kept between requests
+    assert call(key).status_code == 200  # now cached between requests
     a_day_later = timezone.now() + timedelta(days=1, seconds=1)
     monkeypatch.setattr(timezone, "now", lambda: a_day_later)
     refused = call(key)  # the kept lookup is judged again: expiry needs no save to count

@@ -7,8 +7,8 @@ from rest_framework.test import APIClient
 from quotaportal.quotas.models import Job, JobQueue
 
 # The job and its audit event in a savepoint (4): that is all. The token with its user, the
-# queue, share, unit, capacity, limits and the submitter's teams come from the lookups kept
-# between requests (tests/api/test_kept_lookups.py and test_kept_tokens.py count them); the
+# queue, share, unit, capacity, limits and the submitter's teams come from the lookups cached
+# between requests (tests/api/test_cached_lookups.py and test_cached_tokens.py count them); the
 # queue's row is not written (the new job raises its active-job count, which tells the tick);
 # positions and attempts of a job just made are not asked for: it has neither.
 SUBMIT_QUERIES = 4

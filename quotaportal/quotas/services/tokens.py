@@ -4,7 +4,7 @@ each with a scope and an optional expiry, shown once and stored as a SHA-256 dig
 A key reads `qp_` and 43 letters and digits (256 random bits; no `-` or `_`, so a double click
 selects it whole in a terminal, and a pattern of word characters finds it); the prefix tells a
 personal token from a legacy DRF token on the wire (api.authentication). Each save of a
-token raises the kept lookups' generation (quotas.config_cache), so a revoked token is refused
+token raises the cached lookups' generation (quotas.config_cache), so a revoked token is refused
 by the next request."""
 
 from __future__ import annotations
@@ -139,7 +139,7 @@ def refusal(token: PersonalToken | None, now=None) -> str | None:
 
 def touch(token: PersonalToken, address: str | None, now=None) -> None:
     """Record a use, at most every TOUCH_SECONDS per address. An UPDATE without signals: a
-    use changes nothing a lookup keeps, so kept lookups stay (the copy in hand is updated)."""
+    use changes nothing a lookup keeps, so cached lookups stay (the copy in hand is updated)."""
     now = now or timezone.now()
     fresh = token.last_used_at is not None and (now - token.last_used_at).total_seconds() < (
         TOUCH_SECONDS

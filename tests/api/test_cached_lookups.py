@@ -1,4 +1,4 @@
-"""A submit's checks read rows kept between requests (quotas.config_cache): every change to those
+"""A submit's checks read rows cached between requests (quotas.config_cache): every change to those
 rows is seen by the next submit, in this process or another, as if nothing were kept."""
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def test_a_second_submit_reads_none_of_the_rows_it_is_checked_against(people, fl
     cold = queries_of(people, fleet)
     warm = queries_of(people, fleet)
     # queue, share, teams, unit, capacity, the end of its first reservation, limits (the token
-    # was kept by the read before each: test_kept_tokens counts its lookups)
+    # was kept by the read before each: test_cached_tokens counts its lookups)
     assert cold - warm == 7
 
 

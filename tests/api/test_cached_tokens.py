@@ -1,4 +1,4 @@
-"""A REST token's lookup is kept between requests (api.authentication), yet a revoked token,
+"""A REST token's lookup is cached between requests (api.authentication), yet a revoked token,
 a replaced one or a deactivated user is refused by the very next request: for personal tokens
 and for the legacy DRF tokens that keep working beside them."""
 
