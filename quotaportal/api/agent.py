@@ -100,6 +100,11 @@ class ReportSerializer(serializers.Serializer):
         required=False, allow_blank=True, max_length=20_000, trim_whitespace=False
     )
     reason = serializers.CharField(required=False, allow_blank=True, max_length=1000)
+    output_ends_at = serializers.IntegerField(
+        required=False,
+        min_value=0,
+        help_text="an exit's output is all sent and ends at this byte: marks it final",
+    )
     age = serializers.FloatField(
         required=False,
         min_value=0.0,

@@ -11,7 +11,7 @@ import pytest
 
 from quotaportal.hosts.models import Placement
 from quotaportal.jobs.output import read_output
-from quotaportal.quotas.models import Job
+from quotaportal.quotas.models import Job, OutputChunk
 from quotaportal.tick.loop import SchedulerLoop
 from tests.hosts.builders import Fleet, wait_until
 
@@ -75,3 +75,17 @@ def test_after_a_kill_9_the_next_agent_ships_the_rest(fleet):
     printed = whole(job)
     assert printed.startswith(b"".join(b"%d\n" % i for i in range(1, 5001)))
     assert printed.count(b"\n1\n") == 0  # nothing twice
+
+
+def test_a_silent_job_is_complete_by_its_exit_report_alone(fleet):
+    """Nothing printed: the exit report marks the output final at byte 0, and the shipper
+    sends no chunk of its own (it would cost a request per trivial job)."""
+    job = fleet.submit(name="silent", command="true")
+    wait_until(lambda: complete(job), timeout=30, what="the job to end with its output final")
+    chunks = list(
+        OutputChunk.objects.filter(attempt__job=job).values_list(
+            "offset", "length", "final", "received_at"
+        )
+    )
+    exited = Placement.objects.get(attempt__job=job).exited_at
+    assert chunks == [(0, 0, True, exited)]  # dated by the exit report, not a later chunk

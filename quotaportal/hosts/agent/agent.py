@@ -283,8 +283,8 @@ class Agent:
             self.state_changed = True
             log.info("job %s rank %s exited with %s", job.spec["job_id"], job.spec["rank"], code)
             reason = LEASE_LOST if job.lease_lost else ""
-            self.send(placement, "exited", code, job.output_tail(), reason)
-            self.shipper.ended(placement)
+            ends_at = self.shipper.ended(placement)
+            self.send(placement, "exited", code, job.output_tail(), reason, ends_at)
         return exited
 
     def share_output(self, placement: int, job: RunningJob) -> None:
@@ -301,11 +301,15 @@ class Agent:
         exit_code: int | None = None,
         tail: str = "",
         reason: str = "",
+        output_ends_at: int | None = None,
     ) -> None:
         """Hand a report to the reporter thread: it goes out at once, without holding up the
-        loop, and is kept (in order) while the server cannot be reached."""
+        loop, and is kept (in order) while the server cannot be reached. `output_ends_at`: an
+        exit's whole output is with the portal, ending at this byte (Shipper.ended)."""
         report = {"placement": placement, "event": event, "exit_code": exit_code}
         report.update(output_tail=tail, reason=reason)
+        if output_ends_at is not None:
+            report["output_ends_at"] = output_ends_at
         self.reporter.put(report)
 
     def abandon_jobs(self) -> None:

@@ -2,7 +2,9 @@
 
 A rank writes its output to `output.log` beside it (runner.RunningJob). The shipper reads each
 file from where it last stopped and posts what is new, in chunks, to /api/v1/agent/output/;
-once the rank has exited and everything is sent, a last empty chunk marks it final. The
+once the rank has exited and everything is sent, a last empty chunk marks it final (or, when
+nothing is left to send at its exit, the exit report itself does: ended() says where the
+output ends, and a trivial job costs no request of its own). The
 portal answers each chunk with the offset it expects next, so a chunk sent again after a lost
 answer is stored once, and a shipper that restarted from zero skips ahead.
 
@@ -43,6 +45,7 @@ class Stream:
     ended: bool = False  # the rank exited: ship to the end, then the final mark
     full: bool = False  # the portal keeps no more of it
     note: bytes = b""  # a note about dropped output, sent before the next bytes
+    sending: bool = False  # the shipper's thread has a chunk of it on its way
 
 
 class Shipper:
@@ -61,11 +64,20 @@ class Shipper:
         with self._lock:
             self._streams.setdefault(placement, Stream(path))
 
-    def ended(self, placement: int) -> None:
+    def ended(self, placement: int) -> int | None:
+        """The rank exited. When all it printed is with the portal already, the stream is done
+        here and this says where its output ends (the exit report marks it final there);
+        otherwise None: the shipper sends the rest, then the final mark."""
         with self._lock:
-            if stream := self._streams.get(placement):
-                stream.ended = True
+            stream = self._streams.get(placement)
+            if stream is None:
+                return None
+            if not (stream.sending or stream.note) and _size(stream.path) <= stream.file_pos:
+                del self._streams[placement]
+                return stream.portal_pos
+            stream.ended = True
         self._wake.set()
+        return None
 
     def shipping(self) -> set[int]:
         with self._lock:
@@ -121,7 +133,15 @@ class Shipper:
         for placement, stream in streams:
             if deadline is not None and time.monotonic() >= deadline:
                 return True
-            busy |= self._ship(placement, stream)
+            with self._lock:
+                if self._streams.get(placement) is not stream:
+                    continue  # done at its exit meanwhile (ended)
+                stream.sending = True
+            try:
+                busy |= self._ship(placement, stream)
+            finally:
+                with self._lock:
+                    stream.sending = False
         return busy
 
     def _ship(self, placement: int, stream: Stream) -> bool:

@@ -11,6 +11,7 @@ GPU only after the exit that freed it has arrived.
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -30,7 +31,7 @@ from quotaportal.jobs.lifecycle import (
     mark_started_in_bulk,
     succeed_in_bulk,
 )
-from quotaportal.jobs.output import Stored, append_output
+from quotaportal.jobs.output import OutputGap, Stored, append_output
 from quotaportal.quotas.errors import Forbidden, InvalidInput
 from quotaportal.quotas.models import Job
 from quotaportal.tick import changes
@@ -240,6 +241,7 @@ def _apply_exits(host: GpuHost, found: dict[int, Placement], exits: dict[int, tu
     update_objects(
         [placement for placement, _ in closing], ["exit_code", "exited_at", "output_tail"]
     )
+    _mark_output_final(closing)
     record_preemptions_over({placement.attempt: placement.exited_at for placement, _ in closing})
     wake_held_retries(
         host.service_environment_id,
@@ -279,6 +281,24 @@ def _apply_exits(host: GpuHost, found: dict[int, Placement], exits: dict[int, tu
     if done:
         last = max(done.values())
         succeed_in_bulk(list(done), "Completed", last, ended_at=done)
+
+
+def _mark_output_final(closing: list[tuple[Placement, dict]]) -> None:
+    """Exits whose whole output the agent had sent already carry where it ends: the final
+    mark the shipper's last chunk would have brought, without a request of its own. An
+    offset past what is stored is left alone (the output settles SETTLE_SECONDS after its
+    end, as a lost host's does)."""
+    for placement, fields in closing:
+        if (ends_at := fields.get("output_ends_at")) is not None:
+            with contextlib.suppress(OutputGap):
+                append_output(
+                    placement.attempt_id,
+                    placement.rank,
+                    ends_at,
+                    b"",
+                    final=True,
+                    now=placement.exited_at,  # the mark is the exit's
+                )
 
 
 def _refusal(host: GpuHost, fields: dict, received: datetime) -> str | None:
