@@ -30,7 +30,7 @@ def share_list(request):
     _require_admin(request)
     queues = list(
         JobQueue.objects.order_by("name")
-        .select_related("service_environment")
+        .select_related("service_environment", "tick_memo")  # standings read the memo
         .prefetch_related("quota_shares__team")
     )
     utilization = {q.pk: selectors.share_utilization(q) for q in queues}
