@@ -214,17 +214,7 @@ def submit_jobs(
     if lookups is None:
         lookups = {} if now else cached_lookups()
     now = now or timezone.now()
-    errors, prepared = dict(found or {}), []
-    cache = lookups
-    for index, item in enumerate(items):
-        if item is None:
-            continue
-        try:
-            prepared.append(_prepare(actor, item, cache, now))
-        except ServiceError as err:
-            errors.update({f"jobs[{index}].{field}": text for field, text in err.errors.items()})
-    if errors:
-        raise InvalidInput(errors)
+    prepared = _prepare_all(actor, items, lookups, now, dict(found or {}))
     earlier = _earlier_by_token(actor, prepared)
     with transaction.atomic():
         jobs, new = [], []
@@ -252,6 +242,22 @@ def submit_jobs(
         for queue_id in {job.job_queue_id for job in new}:
             jobs_submitted(queue_id)
     return jobs
+
+
+def _prepare_all(actor, items: list[dict | None], cache: dict, now, errors: dict) -> list:
+    """Every item checked (_prepare), or InvalidInput naming each fault as jobs[i].field
+    beside the `errors` the caller found."""
+    prepared = []
+    for index, item in enumerate(items):
+        if item is None:
+            continue
+        try:
+            prepared.append(_prepare(actor, item, cache, now))
+        except ServiceError as err:
+            errors.update({f"jobs[{index}].{field}": text for field, text in err.errors.items()})
+    if errors:
+        raise InvalidInput(errors)
+    return prepared
 
 
 def _prepare(actor, item: dict, cache: dict, now):
