@@ -28,8 +28,10 @@ JOB_NUMBERS: dict[str, tuple[int, int]] = {
     "retry_attempts": (MIN_RETRY_ATTEMPTS, MAX_RETRY_ATTEMPTS),
     "preemption_retries_before_termination": (0, 1_000_000),
     "attempt_duration_seconds": (1, 10_000_000),
-    "simulated_duration_seconds": (0, 10_000_000),  # seconds, fractions allowed
+    "simulated_duration_seconds": (0, 10_000_000),  # seconds
 }
+# The numbers that may hold fractions (the rest are whole).
+FRACTIONAL_JOB_NUMBERS = frozenset({"simulated_duration_seconds"})
 # The numbers a job may leave out: no time limit, requeued after every preemption, and (not
 # SIMULATED) no simulated run.
 OPTIONAL_JOB_NUMBERS = frozenset(
@@ -47,9 +49,10 @@ def value_range(field: str) -> dict[str, int]:
     return {"min_value": low, "max_value": high}
 
 
-def bound_error(field: str, value: object, *, whole: bool = True) -> str | None:
+def bound_error(field: str, value: object) -> str | None:
     """What is wrong with a job field's number, in words; None when it is within bounds."""
     low, high = JOB_NUMBERS[field]
+    whole = field not in FRACTIONAL_JOB_NUMBERS
     kinds = int if whole else int | float
     if not isinstance(value, kinds) or isinstance(value, bool):
         return f"{field} must be a {'whole ' if whole else ''}number"

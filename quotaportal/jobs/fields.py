@@ -21,8 +21,7 @@ def field_errors(fields: dict) -> dict[str, str]:
         value = fields[field]
         if value is None and field in OPTIONAL_JOB_NUMBERS:
             continue
-        whole = field != "simulated_duration_seconds"
-        if error := bound_error(field, value, whole=whole):
+        if error := bound_error(field, value):
             errors[field] = error
     if error := aws_name_error(fields["name"]):
         errors["name"] = error
