@@ -13,36 +13,30 @@ from quotaportal.jobs.fields import (
     dependencies_of,
     field_errors,
 )
+from quotaportal.jobs.targets import queue_named, target
 from quotaportal.quotas.audit import insert_events, record
-from quotaportal.quotas.config_cache import CachedLookups, cached_lookups
+from quotaportal.quotas.config_cache import cached_lookups
 from quotaportal.quotas.errors import Conflict, InvalidInput, ServiceError
 from quotaportal.quotas.models import (
     ACTIVE,
     FINAL,
-    CapacityUnit,
     Event,
     EventKind,
     Job,
     JobQueue,
     JobStatus,
-    QuotaShare,
-    State,
 )
 from quotaportal.quotas.permissions import (
     actor_name,
-    is_platform_admin,
     require_job_access,
-    require_share_member,
-    team_ids,
 )
-from quotaportal.tick import bridge
 from quotaportal.tick.changes import (
     agents_must_hear,
     events_written,
     jobs_submitted,
     queue_changed,
 )
-from scheduler.validation import priority_error, submission_error
+from scheduler.validation import priority_error
 
 
 def _fingerprint(fields: dict) -> str:
@@ -106,73 +100,6 @@ def submit_job(
             raise
         return existing
     return job
-
-
-def _target(
-    actor, job_queue: JobQueue, fields: dict, now, cache: dict | None = None
-) -> tuple[QuotaShare, CapacityUnit]:
-    """The share and unit a submission names, checked: exists, allowed, and can ever fit.
-
-    `cache` keeps the lookups between the items of one batch (same queue, share, unit)."""
-    cache = {} if cache is None else cache
-    if job_queue.state != State.ENABLED:
-        raise InvalidInput(
-            {"job_queue": f"job queue {job_queue.name} is DISABLED and accepts no jobs"}
-        )
-    name = fields["quota_share"]
-    share = _cached(
-        cache,
-        ("share", job_queue.pk, name),
-        lambda: job_queue.quota_shares.select_related("team").filter(name=name).first(),
-    )
-    if share is None:
-        raise InvalidInput(
-            {"quota_share": f"quota share {name} does not exist in job queue {job_queue.name}"}
-        )
-    if not is_platform_admin(actor):
-        # Seeds the user's team ids (permissions.team_ids) from the cached lookups.
-        actor._qp_team_ids = _cached(cache, ("teams", actor.pk), lambda: team_ids(actor))
-    require_share_member(actor, share)
-    unit_name = fields["capacity_unit"]
-    unit = _cached(
-        cache, ("unit", unit_name), lambda: CapacityUnit.objects.filter(name=unit_name).first()
-    )
-    if unit is None:
-        raise InvalidInput({"capacity_unit": f"capacity unit {unit_name} does not exist"})
-    capacity = _cached(
-        cache,
-        ("capacity", job_queue.service_environment_id),
-        lambda: _most_capacity(job_queue.service_environment, now, cache),
-    )
-    config = _cached(cache, ("config", share.pk), lambda: bridge.share_of(share))
-    if error := submission_error(config, unit.name, fields["quantity"], capacity):
-        raise InvalidInput({"quantity" if "needs" in error else "quota_share": error})
-    return share, unit
-
-
-def _cached(cache: dict, key, load):
-    if key not in cache:
-        cache[key] = load()
-    return cache[key]
-
-
-def _most_capacity(env, now, cache: dict) -> dict[str, int]:
-    if isinstance(cache, CachedLookups) and (ends := bridge.next_reservation_end(env, now)):
-        cache.expire_by(ends)  # the capacity it adds is counted until then
-    return bridge.most_capacity(env, now)
-
-
-def _queue(cache: dict, queue: JobQueue | str) -> JobQueue:
-    if isinstance(queue, JobQueue):
-        return queue
-    found = _cached(
-        cache,
-        ("queue", queue),
-        lambda: JobQueue.objects.select_related("service_environment").filter(name=queue).first(),
-    )
-    if found is None:
-        raise InvalidInput({"job_queue": f"job queue {queue} does not exist"})
-    return found
 
 
 @transaction.atomic
@@ -266,7 +193,7 @@ def _prepare(actor, item: dict, cache: dict, now):
     options = {k: v for k, v in item.items() if k in JOB_OPTIONS}
     if unknown := sorted(set(item) - set(JOB_OPTIONS) - {*REQUIRED_FIELDS}):
         raise InvalidInput(dict.fromkeys(unknown, "unknown field"))
-    queue = _queue(cache, item["job_queue"])
+    queue = queue_named(cache, item["job_queue"])
     fields = {
         "job_queue": queue.name,
         **{key: item.get(key) for key in REQUIRED_FIELDS if key != "job_queue"},
@@ -278,7 +205,7 @@ def _prepare(actor, item: dict, cache: dict, now):
     fields["depends_on"] = fields["depends_on"] or []
     if errors := field_errors(fields):
         raise InvalidInput(errors)
-    share, unit = _target(actor, queue, fields, now, cache)
+    share, unit = target(actor, queue, fields, now, cache)
     fields["depends_on"] = dependencies_of(actor, fields["depends_on"])
     return queue, share, unit, fields, _fingerprint(fields)
 
