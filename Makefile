@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 RUNTIME := $(VENV)/.runtime
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint format bench scenarios sync-scenarios docs screenshots clean
+.PHONY: demo test test-fast test-sqlite lint format bench scenarios sync-scenarios docs screenshots clean
 
 $(VENV)/bin/python:
 	@python_bin=$$(scripts/find-python) || exit 1; \
@@ -35,6 +35,15 @@ PARALLEL = -n $(TEST_WORKERS) --dist loadgroup
 # The fast lane: the planner, the services, the tick and the REST API (no browser, no agents,
 # no Slurm, no second portal).
 FAST_TESTS = tests/scheduler tests/quotas tests/api tests/usage tests/test_services.py
+# The SQLite lane: the embedded default's database under the jobs' state changes, the ticks,
+# the placements and every scenario (tests marked `postgresql` are skipped there).
+SQLITE_TESTS = tests/quotas/test_lifecycle.py tests/quotas/test_scenarios_db.py \
+	tests/quotas/test_tick.py tests/quotas/test_narrow_ticks.py tests/quotas/test_jobs.py \
+	tests/quotas/test_arrays.py tests/quotas/test_reservations.py tests/quotas/test_bulk.py \
+	tests/quotas/test_shared_environment.py tests/quotas/test_queue_delete_race.py \
+	tests/quotas/test_job_numbers.py tests/quotas/test_tick_memo.py \
+	tests/hosts/test_report_batches.py tests/hosts/test_preemption_in_progress.py
+SQLITE_URL = sqlite:///$(CURDIR)/.sqlite-lane.sqlite3
 
 test: export DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/quotaportal
 test: export REDIS_URL ?= redis://127.0.0.1:6379/15
@@ -45,6 +54,7 @@ test: $(STAMP)
 ifeq ($(strip $(PYTEST_ARGS)),)
 	$(PY) -m pytest $(PARALLEL) --ignore=tests/slurm
 	$(PY) -m pytest -q tests/slurm
+	DATABASE_URL=$(SQLITE_URL) $(PY) -m pytest -q $(SQLITE_TESTS)
 else
 	$(PY) -m pytest $(PARALLEL) $(PYTEST_ARGS)
 endif
@@ -54,6 +64,10 @@ test-fast: export REDIS_URL ?= redis://127.0.0.1:6379/15
 test-fast: $(STAMP)
 	$(PY) scripts/check_services.py
 	$(PY) -m pytest $(PARALLEL) -q $(FAST_TESTS) $(PYTEST_ARGS)
+
+test-sqlite: export REDIS_URL ?= redis://127.0.0.1:6379/15
+test-sqlite: $(STAMP)
+	DATABASE_URL=$(SQLITE_URL) $(PY) -m pytest -q $(SQLITE_TESTS) $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -11,7 +11,7 @@ from quotaportal.hosts.services import (
     mark_lost_hosts,
     place_started_jobs,
 )
-from quotaportal.jobs.lifecycle import return_unplaced
+from quotaportal.jobs.transitions import return_unplaced
 from quotaportal.quotas.backends import EnvironmentBackend
 
 # Every tick asks (an agent's batch of reports brings one): written out, one short statement.

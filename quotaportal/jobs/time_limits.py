@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from quotaportal.jobs.lifecycle import end_attempt
+from quotaportal.jobs.transitions import end_attempt
 from quotaportal.jobs.user_actions import terminate_job
 from quotaportal.quotas.models import (
     ENVIRONMENT_TOO_SMALL,

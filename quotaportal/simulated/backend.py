@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from quotaportal.jobs.lifecycle import (
+from quotaportal.jobs.transitions import (
     NOT_YET_RUNNING,
     mark_started_in_bulk,
     succeed_in_bulk,

@@ -1,5 +1,5 @@
-"""What a tick leaves behind: its SchedulerRun (one statement with the queue's tick-duration
-counters on PostgreSQL, for /metrics), or a record that it found its environment's lock
+"""What a tick leaves behind: its SchedulerRun and the queue's tick-duration counters (for
+/metrics), or a record that it found its environment's lock
 taken; and the cycle collector paused while it runs."""
 
 from __future__ import annotations
@@ -36,28 +36,8 @@ def collector_paused():
 def record_run(run: SchedulerRun, now, started: float) -> SchedulerRun:
     seconds = time.perf_counter() - started
     run.started_at, run.duration_ms = now, seconds * 1000
-    if connection.vendor != "postgresql":
-        run.save(force_insert=True)
-        count_tick(run.job_queue_id, bucket_of(seconds), seconds)
-        return run
-    with connection.cursor() as cursor:
-        cursor.execute(
-            RECORD_RUN_SQL,
-            {
-                "queue": run.job_queue_id,
-                "started_at": now,
-                "duration_ms": run.duration_ms,
-                "dispatched": run.dispatched,
-                "preempted": run.preempted,
-                "skipped": run.skipped,
-                "replanned": run.replanned,
-                "error": run.error,
-                "calls": run.backend_calls,
-                "bucket": bucket_of(seconds),
-                "seconds": seconds,
-            },
-        )
-        run.pk = cursor.fetchone()[0]
+    run.save(force_insert=True)
+    count_tick(run.job_queue_id, bucket_of(seconds), seconds)
     return run
 
 
@@ -76,17 +56,6 @@ COUNT_TICK_SQL = f"""
 """
 
 
-# Every tick writes both (a batch of reports brings one): on PostgreSQL in one statement.
-RECORD_RUN_SQL = f"""
-    WITH counted AS ({COUNT_TICK_SQL})
-    INSERT INTO quotas_schedulerrun (job_queue_id, started_at, duration_ms, dispatched,
-        preempted, skipped, replanned, error, backend_calls)
-    VALUES (%(queue)s, %(started_at)s, %(duration_ms)s, %(dispatched)s, %(preempted)s,
-        %(skipped)s, %(replanned)s, %(error)s, %(calls)s)
-    RETURNING id
-"""
-
-
 def count_tick(queue_id: int, bucket: str, seconds: float) -> None:
     """Add one tick to the queue's cumulative counters (for /metrics)."""
     with connection.cursor() as cursor:
@@ -98,10 +67,9 @@ def record_skip(queue_id: int, now) -> SchedulerRun | None:
     queue was deleted meanwhile (its delete holds that lock)."""
     try:
         with transaction.atomic():
-            if connection.vendor == "postgresql":
-                with connection.cursor() as cursor:
-                    # Check the queue's key now, inside this savepoint, not at commit.
-                    cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
-            return SchedulerRun.objects.create(job_queue_id=queue_id, started_at=now, skipped=True)
+            run = SchedulerRun.objects.create(job_queue_id=queue_id, started_at=now, skipped=True)
+            # The queue's key checked now, inside this savepoint, not at the caller's commit.
+            connection.check_constraints(table_names=[SchedulerRun._meta.db_table])
+            return run
     except IntegrityError:
         return None

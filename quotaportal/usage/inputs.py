@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 
 from django.db.models import Q
 
+from quotaportal.jobs.transitions import PREEMPTION_REASONS
 from quotaportal.quotas.models import (
     FINAL,
     Event,
@@ -38,7 +39,7 @@ class QueueInputs:
 
 # The reason a preemption writes on the attempt it stops (AWS's own texts, which the sync
 # brings back too) -> its kind; another reason is a cross-share preemption, AWS's usual one.
-KIND_OF_REASON = {reason: kind.value for kind, reason in bridge.PREEMPTION_REASONS.items()}
+KIND_OF_REASON = {reason: kind.value for kind, reason in PREEMPTION_REASONS.items()}
 
 
 def preemption_kind(status_reason: str) -> str:

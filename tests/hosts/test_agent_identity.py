@@ -181,7 +181,7 @@ def test_a_retry_is_held_back_while_its_preempted_attempt_still_runs_elsewhere(
     )
     # The job's attempt ends on the server (a failure it will retry) while its process on
     # gpu-1 is still stopping; the retry lands on gpu-2.
-    from quotaportal.jobs.lifecycle import end_attempt
+    from quotaportal.jobs.transitions import end_attempt
 
     end_attempt(job, succeeded=False, status_reason="Exited with code 1")
     host_services.set_host_state(people.admin, GpuHost.objects.get(name="gpu-1"), "DRAINING")
@@ -229,7 +229,7 @@ def test_a_rank_ended_before_its_agent_started_it_is_closed_by_the_agents_word(p
     agents.register(tokens["gpu-1"], "gpu-1", gpus=1)
     job = dispatch(people, agents, retry_attempts=3)
     never_started = Placement.objects.get(attempt__job=job)
-    from quotaportal.jobs.lifecycle import end_attempt
+    from quotaportal.jobs.transitions import end_attempt
 
     end_attempt(job, succeeded=False, status_reason="Exited with code 1")
     host_services.set_host_state(people.admin, GpuHost.objects.get(name="gpu-1"), "DRAINING")

@@ -7,10 +7,17 @@ from datetime import timedelta
 
 import pytest
 from django.db import IntegrityError, connection, transaction
+from django.db.models import DateTimeField, F
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from quotaportal.infra.bulk import insert_new, update_objects, update_rows
+from quotaportal.infra.bulk import (
+    insert_new,
+    per_row,
+    update_objects,
+    update_returning,
+    update_rows,
+)
 from quotaportal.quotas.models import CapacityUnit, Event, Job, JobStatus
 from tests.builders import submit
 
@@ -33,6 +40,13 @@ def test_each_row_gets_its_own_values_in_one_statement(people, fleet):
     rows = {j.pk: j for j in Job.objects.filter(pk__in=[j.pk for j in jobs])}
     assert [rows[j.pk].status_reason for j in jobs] == ["a", "b's", "c"]
     assert [rows[j.pk].started_at for j in jobs] == times
+
+
+def test_a_foreign_key_is_set_by_its_id_name(people, fleet):
+    jobs = [submit(people.alice, fleet, name=f"j{n}") for n in range(2)]
+    share = jobs[0].quota_share_id
+    assert update_rows(Job, [j.pk for j in jobs], {"quota_share_id": [None, share]}) == 2
+    assert [Job.objects.get(pk=j.pk).quota_share_id for j in jobs] == [None, share]
 
 
 def test_a_row_that_fails_the_condition_keeps_its_values(people, fleet):
@@ -113,3 +127,31 @@ def test_a_new_row_that_breaks_a_unique_rule_raises_integrity_error(people, flee
     with pytest.raises(IntegrityError), transaction.atomic():
         insert_new(twins)
     assert not Job.objects.filter(name="twin").exists()
+
+
+def test_an_update_gives_back_the_rows_it_changed_and_only_those(people, fleet):
+    waiting, ended = submit(people.alice, fleet, name="waiting"), submit(people.alice, fleet)
+    Job.objects.filter(pk=ended.pk).update(status=JobStatus.SUCCEEDED)
+    with CaptureQueriesContext(connection) as queries:
+        changed = update_returning(
+            Job.objects.filter(pk__in=[waiting.pk, ended.pk], status=JobStatus.RUNNABLE),
+            ["id", "quota_share_id"],
+            extra="1 + 1",
+            status_reason="looked at",
+            scheduling_priority=F("scheduling_priority") + 5,
+        )
+    assert len(queries) == 1
+    assert changed == [(waiting.pk, waiting.quota_share_id, 2)]  # a UUID, as the ORM gives it
+    assert Job.objects.get(pk=waiting.pk).scheduling_priority == waiting.scheduling_priority + 5
+    assert Job.objects.get(pk=ended.pk).status_reason != "looked at"
+
+
+def test_each_row_gets_its_own_value_or_all_the_same_one(people, fleet):
+    jobs = [submit(people.alice, fleet, name=f"j{n}") for n in range(3)]
+    start = timezone.now()
+    times = {str(j.pk): start + timedelta(seconds=n) for n, j in enumerate(jobs)}
+    Job.objects.filter(pk__in=list(times)).update(
+        started_at=per_row(times, output_field=DateTimeField())
+    )
+    assert [Job.objects.get(pk=j.pk).started_at for j in jobs] == list(times.values())
+    assert per_row(dict.fromkeys(times, start)) == start

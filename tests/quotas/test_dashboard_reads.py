@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from quotaportal.jobs import lifecycle
+from quotaportal.jobs import transitions
 from quotaportal.quotas import selectors, services
 from quotaportal.quotas.dashboard import dashboard_version, queue_dashboard, with_bars
 from quotaportal.quotas.models import Job, JobStatus
@@ -32,7 +32,7 @@ def test_the_dashboard_counts_what_the_other_pages_count(people, fleet):
     submit(people.bob, fleet, share="nlp", name="n0")
     run_tick(fleet.queue.id)
     # One share's jobs in two dispatched states: both count towards its use.
-    lifecycle.mark_started(Job.objects.get(name="v0"))
+    transitions.mark_started(Job.objects.get(name="v0"))
     submit(people.bob, fleet, share="nlp", name="n-waits", quantity=2)
     spare = add_share(people.admin, fleet.queue, "spare", "nlp", 2, "LEND")
     services.update_share(people.admin, spare, state="DISABLED")

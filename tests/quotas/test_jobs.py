@@ -76,6 +76,7 @@ def test_a_repeated_client_token_returns_the_first_job(people, fleet):
     assert Job.objects.count() == 1
 
 
+@pytest.mark.postgresql
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_submits_with_one_client_token_make_one_job(people, fleet):
     results, errors = [], []

@@ -42,6 +42,7 @@ def _reasons(plan) -> dict[str, str]:
     return {job_id: str(p.reason) for job_id, p in plan.pending.items()}
 
 
+@pytest.mark.postgresql
 @settings(
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
@@ -129,6 +130,7 @@ def test_reasons_stay_true_through_ticks_that_read_only_the_heads(settings, peop
     tick_and_check()
 
 
+@pytest.mark.postgresql
 def test_a_tick_reads_every_job_when_the_full_plan_is_due(settings, people, fleet):
     settings.QP_TICK_HEADS = 1
     settings.QP_HEADS_FROM_WAITING = 0

@@ -6,11 +6,13 @@ from __future__ import annotations
 import threading
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from quotaportal.quotas import services
-from quotaportal.quotas.models import Event, EventKind, JobQueue
+from quotaportal.quotas.models import Event, EventKind, JobQueue, SchedulerRun
+from quotaportal.tick.records import record_skip
 from quotaportal.tick.run import run_tick
 from tests.builders import add_share, build_queue
 
@@ -29,6 +31,7 @@ def tick_until(stop: threading.Event, queue_id: int, errors: list) -> None:
         connection.close()
 
 
+@pytest.mark.postgresql
 def test_a_queue_deleted_while_it_ticks_is_a_204_or_a_409_and_its_events_stay(people):
     api = APIClient()
     api.credentials(HTTP_AUTHORIZATION=f"Token {people.tokens['ada']}")
@@ -61,3 +64,14 @@ def test_a_queue_deleted_while_it_ticks_is_a_204_or_a_409_and_its_events_stay(pe
         services.delete_resource(people.admin, env, "service environment")
         services.delete_resource(people.admin, queue.scheduling_policy, "scheduling policy")
     assert set(answers) <= {204, 409}
+
+
+def test_a_skip_record_of_a_deleted_queue_is_none_and_the_callers_transaction_goes_on(people):
+    _, queue = build_queue(people.admin, unit="u", env_name="e")
+    gone = JobQueue.objects.order_by("-pk").values_list("pk", flat=True).first() + 1
+    with transaction.atomic():
+        assert record_skip(gone, timezone.now()) is None
+        assert record_skip(queue.pk, timezone.now()) is not None
+    # The caller's commit went through: the deleted queue's record was never kept.
+    skipped = SchedulerRun.objects.filter(skipped=True).values_list("job_queue_id", flat=True)
+    assert list(skipped) == [queue.pk]

@@ -73,6 +73,7 @@ def test_two_queues_on_local_hosts_never_place_more_than_the_slots(people):
         assert sorted(slots) == [0, 1, 2, 3], f"{host}: every slot used once"
 
 
+@pytest.mark.postgresql
 @pytest.mark.django_db(transaction=True)
 def test_parallel_ticks_of_both_queues_never_overbook(people):
     env, queues = two_queues(people.admin, capacity=6)

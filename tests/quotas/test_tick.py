@@ -69,6 +69,7 @@ def test_a_job_whose_unit_no_share_limits_any_more_waits_with_that_reason(people
     assert Job.objects.get(pk=job.pk).pending_reason == "NO_CAPACITY_LIMIT_FOR_UNIT"
 
 
+@pytest.mark.postgresql
 @pytest.mark.django_db(transaction=True)
 def test_a_tick_is_skipped_while_another_holds_the_queue_lock(people, fleet):
     held, release = threading.Event(), threading.Event()

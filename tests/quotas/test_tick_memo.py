@@ -37,6 +37,7 @@ def _migrate(targets):
     return executor.loader.project_state(targets).apps
 
 
+@pytest.mark.postgresql
 @pytest.mark.django_db(transaction=True)
 def test_the_migration_carries_each_queues_memo_to_its_own_row_and_back(people, fleet):
     version = JobQueue.objects.get(pk=fleet.queue.pk).state_version

@@ -26,7 +26,7 @@ from quotaportal.hosts.services.fleet import (
 from quotaportal.hosts.services.tokens import check_host_name
 from quotaportal.infra import redis_client, wakeups
 from quotaportal.jobs.fields import MAX_COMMAND_BYTES
-from quotaportal.jobs.lifecycle import mark_starting
+from quotaportal.jobs.transitions import mark_starting
 from quotaportal.quotas.errors import Forbidden, InvalidInput
 from quotaportal.quotas.models import DISPATCHED, CapacityUnit, JobStatus
 

@@ -12,7 +12,8 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from quotaportal.hosts.models import AgentToken, GpuHost, HostState, Placement
-from quotaportal.jobs.lifecycle import end_attempt, preemptions_completed
+from quotaportal.infra.bulk import insert_new, update_rows
+from quotaportal.jobs.transitions import end_attempt, preemptions_completed
 from quotaportal.quotas.audit import record
 from quotaportal.quotas.errors import Conflict, InvalidInput
 from quotaportal.quotas.models import (
@@ -270,39 +271,13 @@ def place_started_jobs(env: ServiceEnvironment, job_ids: list[str], now) -> list
     return unplaced
 
 
-# The placements and, on each attempt, its rank 0's host, in one statement.
-PLACE_SQL = """
-    WITH placed AS (
-        INSERT INTO hosts_placement
-            (attempt_id, host_id, rank, slot_numbers, gpu_indices, output_tail)
-        SELECT * FROM unnest(
-            %s::bigint[], %s::bigint[], %s::int[], %s::jsonb[], %s::jsonb[], %s::text[]
-        )
-        RETURNING attempt_id, host_id, rank
-    )
-    UPDATE quotas_jobattempt AS a SET host_id = p.host_id
-    FROM placed AS p WHERE a.id = p.attempt_id AND p.rank = 0
-"""
-
-
 def _save_placements(placements: list[Placement]) -> None:
+    """The placements and, on each attempt, its rank 0's host: two statements for any number
+    of jobs."""
     if not placements:
         return
-    if connection.vendor != "postgresql":
-        Placement.objects.bulk_create(placements)
-        for placement in placements:
-            if placement.rank == 0:
-                JobAttempt.objects.filter(pk=placement.attempt_id).update(host_id=placement.host_id)
-        return
-    with connection.cursor() as cursor:
-        cursor.execute(
-            PLACE_SQL,
-            [
-                [p.attempt_id for p in placements],
-                [p.host_id for p in placements],
-                [p.rank for p in placements],
-                [json.dumps(p.slot_numbers) for p in placements],
-                [json.dumps(p.gpu_indices) for p in placements],
-                [p.output_tail for p in placements],
-            ],
-        )
+    insert_new(placements)
+    firsts = [p for p in placements if p.rank == 0]
+    update_rows(
+        JobAttempt, [p.attempt_id for p in firsts], {"host_id": [p.host_id for p in firsts]}
+    )

@@ -26,12 +26,12 @@ from quotaportal.hosts.services.fleet import record_preemptions_over, wake_held_
 from quotaportal.infra.bulk import update_objects
 from quotaportal.infra.locks import lock_environment
 from quotaportal.infra.subqueries import per_outer_row
-from quotaportal.jobs.lifecycle import (
+from quotaportal.jobs.output import OutputGap, Stored, append_output
+from quotaportal.jobs.transitions import (
     end_attempt,
     mark_started_in_bulk,
     succeed_in_bulk,
 )
-from quotaportal.jobs.output import OutputGap, Stored, append_output
 from quotaportal.quotas.errors import Forbidden, InvalidInput
 from quotaportal.quotas.models import Job
 from quotaportal.tick import changes

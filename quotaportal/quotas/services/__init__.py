@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from quotaportal.jobs.arrays import set_array_priority, submit_array, terminate_array
-from quotaportal.jobs.lifecycle import end_attempt, finish_job, mark_started
+from quotaportal.jobs.transitions import end_attempt, finish_job, mark_started
 from quotaportal.jobs.user_actions import set_priority, submit_job, submit_jobs, terminate_job
 from quotaportal.quotas.services.environments import (
     create_service_environment,

@@ -13,6 +13,7 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
+from quotaportal.jobs.transitions import RECENT_PREEMPTIONS_KEPT
 from quotaportal.quotas.audit import record
 from quotaportal.quotas.models import (
     DISPATCHED,
@@ -24,7 +25,6 @@ from quotaportal.quotas.models import (
     JobStatus,
     QuotaShare,
 )
-from quotaportal.tick.bridge import RECENT_PREEMPTIONS_KEPT
 from quotaportal.tick.changes import queue_changed
 from scheduler.validation import MAX_RETRY_ATTEMPTS, MIN_RETRY_ATTEMPTS
 

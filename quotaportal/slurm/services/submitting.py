@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from django.db import transaction
 
-from quotaportal.jobs.lifecycle import mark_starting, return_unplaced
+from quotaportal.jobs.transitions import mark_starting, return_unplaced
 from quotaportal.quotas.models import EventKind, Job, JobAttempt
 from quotaportal.quotas.services.connections import record_outcome
 from quotaportal.quotas.services.remote import reject_unpushed

@@ -27,14 +27,14 @@ from pathlib import Path
 from django.conf import settings
 from django.db import transaction
 
-from quotaportal.jobs.lifecycle import (
+from quotaportal.jobs.output import READ_LIMIT, append_output, stored_length
+from quotaportal.jobs.transitions import (
     end_attempt,
     mark_started_in_bulk,
     preemptions_completed,
     return_unplaced,
     succeed_in_bulk,
 )
-from quotaportal.jobs.output import READ_LIMIT, append_output, stored_length
 from quotaportal.quotas.models import EventKind, Job
 from quotaportal.quotas.services.connections import record_outcome
 from quotaportal.slurm import cli

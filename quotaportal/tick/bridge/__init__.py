@@ -1,20 +1,11 @@
 """The one package that knows both worlds: database rows <-> scheduler dataclasses.
 
 snapshot reads a job queue (its capacity, shares and active jobs) into a scheduler.Snapshot;
-apply writes a Plan back with conditional updates, so a job that changed since the snapshot
-(terminated, finished) is skipped instead of corrupted.
+apply writes a Plan back through the jobs' transitions (quotaportal.jobs.transitions), so a
+job that changed since the snapshot (terminated, finished) is skipped instead of corrupted.
 """
 
-from quotaportal.tick.bridge.apply import (
-    PREEMPTED_REASONS,
-    PREEMPTION_EVENTS,
-    PREEMPTION_REASONS,
-    RECENT_PREEMPTIONS_KEPT,
-    RETRIES_EXHAUSTED,
-    apply_plan,
-    changed_reasons,
-    write_pending,
-)
+from quotaportal.tick.bridge.apply import apply_plan, changed_reasons, write_pending
 from quotaportal.tick.bridge.capacity import (
     allowed_capacity,
     capacity_now,
@@ -43,11 +34,6 @@ from quotaportal.tick.bridge.snapshot import (
 
 __all__ = [
     "ACTIVE_JOBS_SQL",
-    "PREEMPTED_REASONS",
-    "PREEMPTION_EVENTS",
-    "PREEMPTION_REASONS",
-    "RECENT_PREEMPTIONS_KEPT",
-    "RETRIES_EXHAUSTED",
     "Loaded",
     "Terms",
     "active_columns",

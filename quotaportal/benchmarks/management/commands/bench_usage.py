@@ -18,6 +18,7 @@ from django.db import connection
 from django.utils import timezone
 
 from quotaportal.benchmarks.rolled_back import median_ms, rolled_back
+from quotaportal.jobs.transitions import PREEMPTION_REASONS
 from quotaportal.quotas.models import (
     CapacityUnit,
     EnvironmentCapacity,
@@ -28,7 +29,6 @@ from quotaportal.quotas.models import (
     ShareCapacityLimit,
     Team,
 )
-from quotaportal.tick.bridge.apply import PREEMPTION_REASONS
 from quotaportal.usage import reports, rollup
 from scheduler import PreemptionKind
 
