@@ -4,10 +4,11 @@ dispatched by a plan (`dispatch`), handed to its hosts (`mark_starting`), runnin
 preempted (`preempt`) and back in line once its preempted attempt stopped
 (`preemptions_completed`), returned unplaced (`return_unplaced`).
 
-Each reads the jobs it may change locked, in the status it changes from, so a stale or
-replayed report (an agent retrying, a tick racing a termination) changes nothing; then writes
-the jobs, their attempts and their events in bulk, whatever the number of jobs (a tick that
-starts a thousand, a batch of reports that ends two).
+Each changes only the jobs still in the status it changes from (an UPDATE … RETURNING, or a
+locked read where the new status depends on the row), so a stale or replayed report (an
+agent retrying, a tick racing a termination) changes nothing; then writes their attempts and
+events in bulk, whatever the number of jobs (a tick that starts a thousand, a batch of
+reports that ends two).
 """
 
 from quotaportal.jobs.transitions.ends import end_attempt, finish_job, succeed_in_bulk
