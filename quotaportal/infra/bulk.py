@@ -89,20 +89,19 @@ def _update_portably(model: type[Model], pks: list, values: dict, only_if: tuple
     return rows.bulk_update(objs, list(values), batch_size=500)
 
 
-# SQLite allows 32,766 values in one statement.
-MOST_VALUES = 30_000
-
-
 def insert_new(objs: list[Model]) -> None:
     """Store these new, unsaved instances of one model, as bulk_create does, with less of the
     ORM's work per value: a batch submit stores a thousand jobs and their events, and
     bulk_create spent more building its statement than the database took to store them. On
-    PostgreSQL the rows go through COPY (even one row: end to end it beat INSERT … VALUES),
-    on SQLite through INSERT … VALUES. A key the database assigns (an AutoField left empty)
+    PostgreSQL the rows go through COPY (even one row: end to end it beat INSERT … VALUES);
+    elsewhere (SQLite) bulk_create stores them. A key the database assigns (an AutoField left empty)
     is not read back; a unique violation raises IntegrityError, as bulk_create's would."""
     if not objs:
         return
     model = type(objs[0])
+    if connection.vendor != "postgresql":
+        model.objects.bulk_create(objs)
+        return
     real = connection._connections[connection._alias]  # the proxy's lookup, done once
     fields = [
         field
@@ -112,16 +111,13 @@ def insert_new(objs: list[Model]) -> None:
     quote = real.ops.quote_name
     into = f"{quote(model._meta.db_table)} ({', '.join(quote(f.column) for f in fields)})"
     rows = _rows_as_stored(objs, fields, real)
+    sql = f"COPY {into} FROM STDIN"
     with real.cursor() as cursor:
-        if real.vendor == "postgresql":
-            sql = f"COPY {into} FROM STDIN"
-            # Logged as a statement like any other when queries are (tests count them).
-            logged = cursor.debug_sql(sql) if hasattr(cursor, "debug_sql") else nullcontext()
-            with logged, real.wrap_database_errors, cursor.cursor.copy(sql) as copy:
-                for row in rows:
-                    copy.write_row(row)
-        else:
-            _insert_values(cursor, into, len(fields), list(rows))
+        # Logged as a statement like any other when queries are (tests count them).
+        logged = cursor.debug_sql(sql) if hasattr(cursor, "debug_sql") else nullcontext()
+        with logged, real.wrap_database_errors, cursor.cursor.copy(sql) as copy:
+            for row in rows:
+                copy.write_row(row)
     for obj in objs:
         obj._state.adding, obj._state.db = False, real.alias
 
@@ -140,17 +136,6 @@ def _rows_as_stored(objs: list[Model], fields: list, db) -> Iterator[list]:
                 last_raw[index], last_db[index] = raw, field.get_db_prep_save(raw, db)
             row.append(last_db[index])
         yield row
-
-
-def _insert_values(cursor, into: str, width: int, rows: list[list]) -> None:
-    one = f"({', '.join(['%s'] * width)})"
-    step = max(1, MOST_VALUES // width)
-    for start in range(0, len(rows), step):
-        chunk = rows[start : start + step]
-        cursor.execute(
-            f"INSERT INTO {into} VALUES {', '.join([one] * len(chunk))}",
-            [value for row in chunk for value in row],
-        )
 
 
 _UNSET = object()
