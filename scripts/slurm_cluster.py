@@ -194,6 +194,19 @@ PartitionName=gpu Nodes={",".join(NODES)} Default=YES MaxTime=INFINITE State=UP 
         (self.root / "slurmctld.pid").unlink(missing_ok=True)  # the next one writes its own
         time.sleep(0.2)
 
+    def save_state(self, seconds: float = 30) -> None:
+        """Make slurmctld write its job state now. It writes the file soon after a submit, but
+        not soon after a start (not within 10 s here): killed in between, it comes back with
+        the job PENDING, a run it lost. A reconfigure writes it; wait until the file changed."""
+        path = self.root / "state" / "job_state"
+        before = path.stat().st_mtime_ns if path.exists() else 0
+        self.run("scontrol", "reconfigure")
+        deadline = time.monotonic() + seconds
+        while not path.exists() or path.stat().st_mtime_ns == before:
+            if time.monotonic() > deadline:
+                raise RuntimeError("slurmctld did not write its state:\n" + self.log("slurmctld"))
+            time.sleep(0.1)
+
     def lose_job_state(self) -> None:
         """What a crash before slurmctld saved its state leaves: slurmctld gone, and no
         record of its jobs (their ids are handed out again)."""

@@ -42,6 +42,20 @@ class Portal:
     def tick(self):
         return run_tick(self.queue.pk)
 
+    def jobs(self) -> str:
+        """Each job's status, reason and attempts, with its Slurm jobs: what a timeout shows."""
+        lines = []
+        for job in Job.objects.filter(job_queue=self.queue).order_by("created_at"):
+            slurm = SlurmJob.objects.filter(attempt__job=job).order_by("submitted_at")
+            runs = ", ".join(
+                f"{row.slurm_job_id} {row.state}{' ended' if row.ended_at else ''}" for row in slurm
+            )
+            lines.append(
+                f"  {job.name}: {job.status} ({job.status_reason}); "
+                f"{job.attempts.count()} attempts; Slurm jobs: {runs or 'none'}"
+            )
+        return "\n".join(lines)
+
     def ticks_until(self, done, seconds: float = 30, what: str = "the condition"):
         deadline = time.monotonic() + seconds
         while True:
@@ -49,7 +63,7 @@ class Portal:
             if done():
                 return
             if time.monotonic() > deadline:
-                raise AssertionError(f"timed out waiting for {what}")
+                raise AssertionError(f"timed out waiting for {what}; the jobs:\n{self.jobs()}")
             time.sleep(0.3)
 
 
