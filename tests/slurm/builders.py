@@ -7,6 +7,8 @@ import importlib.util
 import time
 from dataclasses import dataclass
 
+from django.db.models import Count
+
 from quotaportal.quotas.models import Job, JobQueue, ServiceEnvironment
 from quotaportal.slurm.models import SlurmJob
 from quotaportal.tick.run import run_tick
@@ -44,17 +46,17 @@ class Portal:
 
     def jobs(self) -> str:
         """Each job's status, reason and attempts, with its Slurm jobs: what a timeout shows."""
-        lines = []
-        for job in Job.objects.filter(job_queue=self.queue).order_by("created_at"):
-            slurm = SlurmJob.objects.filter(attempt__job=job).order_by("submitted_at")
-            runs = ", ".join(
-                f"{row.slurm_job_id} {row.state}{' ended' if row.ended_at else ''}" for row in slurm
-            )
-            lines.append(
-                f"  {job.name}: {job.status} ({job.status_reason}); "
-                f"{job.attempts.count()} attempts; Slurm jobs: {runs or 'none'}"
-            )
-        return "\n".join(lines)
+        runs: dict = {}
+        slurm_jobs = SlurmJob.objects.filter(environment=self.env).select_related("attempt")
+        for row in slurm_jobs.order_by("submitted_at"):
+            ended = " ended" if row.ended_at else ""
+            runs.setdefault(row.attempt.job_id, []).append(f"{row.slurm_job_id} {row.state}{ended}")
+        jobs = Job.objects.filter(job_queue=self.queue).annotate(tries=Count("attempts"))
+        return "\n".join(
+            f"  {job.name}: {job.status} ({job.status_reason}); {job.tries} attempts; "
+            f"Slurm jobs: {', '.join(runs.get(job.pk, [])) or 'none'}"
+            for job in jobs.order_by("created_at")
+        )
 
     def ticks_until(self, done, seconds: float = 30, what: str = "the condition"):
         deadline = time.monotonic() + seconds

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 OUTAGE_SECONDS = 60
 
 
-def submit(user, portal, name, share, priority=0, retry_attempts=1):
+def submit(user, portal, name, share, priority=0, **options):
     return services.submit_job(
         user,
         job_queue=portal.queue,
@@ -26,7 +26,7 @@ def submit(user, portal, name, share, priority=0, retry_attempts=1):
         name=name,
         scheduling_priority=priority,
         command="sleep 900",
-        retry_attempts=retry_attempts,
+        **options,
     )
 
 

@@ -72,7 +72,7 @@ def preempt(queue_id: int, preemptions, now: datetime, stops_at_once: bool) -> i
     for job in victims:
         events += _preempt(job, preemptions[str(job.id)], queue_id, now, stops_at_once)
     # In bulk: a tick that reclaims hundreds of instances writes them in a few statements.
-    _write_preempted(victims)
+    update_objects(victims, PREEMPTED_FIELDS)
     for kind in {p.kind for p in preemptions.values()}:
         ids = [j.pk for j in victims if preemptions[str(j.pk)].kind == kind]
         JobAttempt.objects.filter(job_id__in=ids, stopped_at__isnull=True).update(
@@ -100,10 +100,6 @@ PREEMPTED_FIELDS = [
     "scheduled_at",
     "started_at",
 ]
-
-
-def _write_preempted(victims: list[Job]) -> None:
-    update_objects(victims, PREEMPTED_FIELDS)
 
 
 def _preempt(job: Job, preemption, queue_id: int, now: datetime, stopped: bool) -> list[Event]:
