@@ -4,6 +4,7 @@ cut off from the server."""
 
 from __future__ import annotations
 
+import json
 import os
 import pwd
 import signal
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from quotaportal.hosts.agent.agent import STATE_FILE
 from quotaportal.hosts.models import GpuHost, Placement
 from quotaportal.quotas.models import Job
 from quotaportal.tick.run import run_tick
@@ -170,6 +172,15 @@ def test_a_restarted_agent_stops_the_jobs_an_earlier_one_left_before_it_register
     manual.start_agent("host-1", 2)
     job, pid = run_sleeper(manual, "orphan")
     shim = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[2])  # its pgid
+    # The agent notes its jobs once a turn, after it reports their start: a crash before that
+    # leaves the job to its shim's lifeline (its own test, above), not to the next agent.
+    saved = manual.work_dir("host-1") / STATE_FILE
+    wait_until(
+        lambda: (
+            saved.exists() and shim in {j["pgid"] for j in json.loads(saved.read_text())["jobs"]}
+        ),
+        what="the agent to note the job in its state file",
+    )
     # The worst case: the agent and the job's shim both die, so nothing stops the job...
     os.kill(shim, signal.SIGKILL)
     manual.agents["host-1"].send_signal(signal.SIGKILL)
