@@ -12,13 +12,14 @@ was sent.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, OuterRef, QuerySet, Subquery
 from django.utils import timezone
 
+from quotaportal.infra.bulk import insert_new
 from quotaportal.quotas.errors import Conflict
 from quotaportal.quotas.models import FINAL, Job, JobAttempt, OutputChunk
 
@@ -67,6 +68,54 @@ def append_output(
             received_at=now or timezone.now(),
         )
     return Stored(end + len(data), full=end + len(data) >= limit)
+
+
+def mark_final_in_bulk(ranks: QuerySet, ends: dict[tuple[int, int], tuple[int, datetime]]):
+    """The final mark of several ranks' outputs at once, each as
+    `append_output(attempt, rank, offset, b"", final=True, now=when)` would store it:
+    `ends` maps (attempt id, rank) to (where its output ends, when it ended). A rank whose
+    stored output falls short of its end (a chunk still on its way) or is final already is
+    left alone. Three statements however many ranks (an agent's batch of exits).
+
+    `ranks` holds a row with `attempt_id` and `rank` for each (a host's placements): the
+    read of each one's stored end goes through them, to its newest chunk only, however many
+    chunks a long job stored."""
+    if not ends:
+        return
+    # One writer per attempt at a time, as append_output; in id order, so two batches never
+    # wait for each other crosswise.
+    list(
+        JobAttempt.objects.select_for_update()
+        .filter(pk__in={attempt for attempt, _ in ends})
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
+    newest = OutputChunk.objects.filter(
+        attempt_id=OuterRef("attempt_id"), rank=OuterRef("rank")
+    ).order_by("-offset")
+    stored = {
+        (attempt, rank): (end or 0, bool(final))
+        for attempt, rank, end, final in ranks.annotate(
+            stored_end=Subquery(newest.values(end=F("offset") + F("length"))[:1]),
+            stored_final=Subquery(newest.values("final")[:1]),
+        ).values_list("attempt_id", "rank", "stored_end", "stored_final")
+    }
+    insert_new(
+        [
+            OutputChunk(
+                attempt_id=attempt,
+                rank=rank,
+                offset=stored_end,
+                length=0,
+                data=b"",
+                final=True,
+                received_at=when,
+            )
+            for (attempt, rank), (offset, when) in ends.items()
+            for stored_end, final in [stored.get((attempt, rank), (0, False))]
+            if not final and offset <= stored_end
+        ]
+    )
 
 
 def stored_length(attempt_id: int, rank: int) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from datetime import timedelta
+from functools import partial
 
 import pytest
 from django.utils import timezone
@@ -17,7 +18,7 @@ from quotaportal.hosts.agent.reporter import MAX_AGE, aged
 from quotaportal.hosts.models import GpuHost, Placement
 from quotaportal.infra import wakeups
 from quotaportal.quotas import services
-from quotaportal.quotas.models import Job, JobAttempt, SchedulerRun
+from quotaportal.quotas.models import Job, JobAttempt, OutputChunk, SchedulerRun
 from quotaportal.tick import requests as ticks
 from quotaportal.tick import run as tick
 from quotaportal.tick.run import run_tick
@@ -138,6 +139,60 @@ def test_a_batch_out_of_lifecycle_order_is_applied_report_by_report(one_slot):
     assert batch.errors[:2] == [None, None]
     assert "placement 424242 is not on host gpu-1" in batch.errors[2]
     assert Job.objects.get(job_queue=queue, name="first").status == "SUCCEEDED"
+
+
+def test_a_batch_of_exits_marks_each_ranks_output_final_where_it_ends(people, settings):
+    """The exits' final marks are stored together, each as the shipper's last chunk would
+    have: after what was stored; not over a chunk still on its way; never twice."""
+    settings.QP_HOST_TIMEOUT = 60
+    env, queue = build_queue(people.admin, unit="gpu1", capacity=4, backend="LOCAL")
+    add_share(people.admin, queue, "a", "vision", 4, "LEND", unit="gpu1")
+    token = host_services.token_for(host_services.create_agent_token(people.admin, env, "gpu-1"))
+    host_services.register_host(token, name="gpu-1", capacity_unit="gpu1", gpus=[0, 1, 2, 3])
+    for name in ("whole", "short", "silent", "sent"):
+        services.submit_job(
+            people.admin, job_queue=queue, quota_share="a", capacity_unit="gpu1", name=name
+        )
+    run_tick(queue.pk)
+    placements = {
+        Job.objects.get(pk=p["job_id"]).name: p["placement"]
+        for p in host_services.heartbeat(token, "gpu-1", [])["placements"]
+    }
+    ship = partial(host_services.ship_output, token, "gpu-1")
+    ship(placements["whole"], 0, b"hello", False)
+    ship(placements["short"], 0, b"abc", False)  # ends at 10: the rest is on its way
+    ship(placements["sent"], 0, b"done\n", True)  # its last chunk came first
+    ends = {"whole": 5, "short": 10, "silent": 0, "sent": 5}
+    batch = host_services.report_many(
+        token,
+        "gpu-1",
+        [
+            {
+                "placement": placements[name],
+                "event": "exited",
+                "exit_code": 0,
+                "output_ends_at": end,
+            }
+            for name, end in ends.items()
+        ],
+    )
+    assert batch.errors == [None] * 4
+    stored = {
+        name: list(
+            OutputChunk.objects.filter(attempt__job__name=name)
+            .order_by("offset")
+            .values_list("offset", "length", "final")
+        )
+        for name in ends
+    }
+    assert stored == {
+        "whole": [(0, 5, False), (5, 0, True)],
+        "short": [(0, 3, False)],
+        "silent": [(0, 0, True)],
+        "sent": [(0, 5, True)],
+    }
+    exited = Placement.objects.get(pk=placements["silent"]).exited_at
+    assert OutputChunk.objects.get(attempt__job__name="silent").received_at == exited
 
 
 class Recording(Agent):

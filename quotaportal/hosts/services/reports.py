@@ -11,7 +11,6 @@ GPU only after the exit that freed it has arrived.
 
 from __future__ import annotations
 
-import contextlib
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -26,7 +25,7 @@ from quotaportal.hosts.services.fleet import record_preemptions_over, wake_held_
 from quotaportal.infra.bulk import update_objects
 from quotaportal.infra.locks import lock_environment
 from quotaportal.infra.subqueries import per_outer_row
-from quotaportal.jobs.output import OutputGap, Stored, append_output
+from quotaportal.jobs.output import Stored, append_output, mark_final_in_bulk
 from quotaportal.jobs.transitions import (
     end_attempt,
     mark_started_in_bulk,
@@ -150,6 +149,7 @@ def _apply_batch(host: GpuHost, reports: list[dict], received: datetime) -> list
         .select_related("attempt")
         .only(
             "id",
+            "rank",
             "gpu_indices",
             "started_at",
             "exited_at",
@@ -285,20 +285,15 @@ def _apply_exits(host: GpuHost, found: dict[int, Placement], exits: dict[int, tu
 
 def _mark_output_final(closing: list[tuple[Placement, dict]]) -> None:
     """Exits whose whole output the agent had sent already carry where it ends: the final
-    mark the shipper's last chunk would have brought, without a request of its own. An
-    offset past what is stored is left alone (the output settles SETTLE_SECONDS after its
-    end, as a lost host's does)."""
-    for placement, fields in closing:
-        if (ends_at := fields.get("output_ends_at")) is not None:
-            with contextlib.suppress(OutputGap):
-                append_output(
-                    placement.attempt_id,
-                    placement.rank,
-                    ends_at,
-                    b"",
-                    final=True,
-                    now=placement.exited_at,  # the mark is the exit's
-                )
+    mark the shipper's last chunk would have brought, without a request of its own, all of
+    the batch's in a few statements. An offset past what is stored is left alone (the
+    output settles SETTLE_SECONDS after its end, as a lost host's does)."""
+    ends = {
+        (placement.attempt_id, placement.rank): (ends_at, placement.exited_at)  # the exit's
+        for placement, fields in closing
+        if (ends_at := fields.get("output_ends_at")) is not None
+    }
+    mark_final_in_bulk(Placement.objects.filter(pk__in=[p.pk for p, _ in closing]), ends)
 
 
 def _refusal(host: GpuHost, fields: dict, received: datetime) -> str | None:
