@@ -141,15 +141,16 @@ def test_a_batch_out_of_lifecycle_order_is_applied_report_by_report(one_slot):
     assert Job.objects.get(job_queue=queue, name="first").status == "SUCCEEDED"
 
 
-def test_a_batch_of_exits_marks_each_ranks_output_final_where_it_ends(people, settings):
-    """The exits' final marks are stored together, each as the shipper's last chunk would
-    have: after what was stored; not over a chunk still on its way; never twice."""
+@pytest.fixture
+def four_running(people, settings):
+    """A LOCAL host of four GPUs running four jobs (by name, their placements), more
+    waiting; its agent's token."""
     settings.QP_HOST_TIMEOUT = 60
     env, queue = build_queue(people.admin, unit="gpu1", capacity=4, backend="LOCAL")
     add_share(people.admin, queue, "a", "vision", 4, "LEND", unit="gpu1")
     token = host_services.token_for(host_services.create_agent_token(people.admin, env, "gpu-1"))
     host_services.register_host(token, name="gpu-1", capacity_unit="gpu1", gpus=[0, 1, 2, 3])
-    for name in ("whole", "short", "silent", "sent"):
+    for name in ("whole", "short", "silent", "sent", "next-1", "next-2", "next-3", "next-4"):
         services.submit_job(
             people.admin, job_queue=queue, quota_share="a", capacity_unit="gpu1", name=name
         )
@@ -158,6 +159,14 @@ def test_a_batch_of_exits_marks_each_ranks_output_final_where_it_ends(people, se
         Job.objects.get(pk=p["job_id"]).name: p["placement"]
         for p in host_services.heartbeat(token, "gpu-1", [])["placements"]
     }
+    assert set(placements) == {"whole", "short", "silent", "sent"}
+    return token, placements
+
+
+def test_a_batch_of_exits_marks_each_ranks_output_final_where_it_ends(four_running):
+    """The exits' final marks are stored together, each as the shipper's last chunk would
+    have: after what was stored; not over a chunk still on its way; never twice."""
+    token, placements = four_running
     ship = partial(host_services.ship_output, token, "gpu-1")
     ship(placements["whole"], 0, b"hello", False)
     ship(placements["short"], 0, b"abc", False)  # ends at 10: the rest is on its way
@@ -478,6 +487,23 @@ def test_a_batch_and_the_tick_it_brings_make_a_fixed_number_of_queries(
     with django_assert_max_num_queries(BATCH_QUERIES):
         batch = host_services.report_many(token, "gpu-1", exit_of(placement))
     assert [p["job_id"] for p in batch.work["placements"]] == [str(second.pk)]
+
+
+@pytest.mark.postgresql
+def test_exits_with_their_outputs_ends_cost_the_same_statements_however_many(
+    four_running, django_assert_max_num_queries
+):
+    """An agent's exits carry where each output ends: their final marks are three statements
+    for the batch (its attempts locked, each rank's newest chunk read, the marks inserted)."""
+    token, placements = four_running
+    exits = [
+        {"placement": placement, "event": "exited", "exit_code": 0, "output_ends_at": 0}
+        for placement in placements.values()
+    ]
+    with django_assert_max_num_queries(BATCH_QUERIES + 3):
+        batch = host_services.report_many(token, "gpu-1", exits)
+    assert len(batch.work["placements"]) == 4, "the four freed GPUs each got the next job"
+    assert OutputChunk.objects.filter(final=True).count() == 4
 
 
 # The answer's handing the next job to its host (STARTING, with its event) is one of them;
