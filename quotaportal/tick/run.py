@@ -32,7 +32,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from quotaportal.infra.locks import lock_environment, try_lock_environment
-from quotaportal.jobs.arrays import release_pending
+from quotaportal.jobs.arrays import has_pending, release_pending
 from quotaportal.jobs.time_limits import (
     enforce_attempt_timeouts,
     enforce_runnable_time_limits,
@@ -127,6 +127,7 @@ def run_environment_tick(
 def _queues_to_tick(env_id: int, asked_by: int | None = None):
     return (
         JobQueue.objects.select_related("service_environment", "tick_memo")
+        .annotate(any_pending=has_pending())
         .filter(service_environment_id=env_id)
         .filter(_tickable() | Q(pk=asked_by))
         .order_by("-priority", "name")
@@ -252,7 +253,7 @@ def _tick_locked(queue: JobQueue, now, turn: _Turn) -> Outcome:
         enforce_attempt_timeouts(queue.id, now)
         enforce_runnable_time_limits(queue, now)
     # Jobs whose dependencies ended, and array children with a place, join the plan.
-    released = release_pending(queue.id, now)
+    released = release_pending(queue.id, now, any_pending=queue.any_pending)
     if advance or released:  # what changed raised the version since the queue was read
         version = JobQueue.objects.values_list("state_version", flat=True).get(pk=queue.id)
     else:
