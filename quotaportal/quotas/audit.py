@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
 from django.utils import timezone
 
 from quotaportal.infra.bulk import insert_new
@@ -9,8 +13,34 @@ from quotaportal.quotas.models import Event, EventKind
 from quotaportal.quotas.permissions import actor_name
 from quotaportal.tick import changes
 
+# The events insert_events holds back until the end of an `events_together` block.
+_held: ContextVar[list[Event] | None] = ContextVar("held_events", default=None)
+
+
+@contextmanager
+def events_together() -> Iterator[None]:
+    """The system events this block inserts are stored in one statement as it ends (a batch
+    of reports' starts and exits: one COPY where each kind of change made its own), in the
+    order they came; an event recorded one by one meanwhile stores those before it first.
+    Nothing in the block reads them back; a block that raises stores none."""
+    held: list[Event] = []
+    token = _held.set(held)
+    try:
+        yield
+    finally:
+        _held.reset(token)
+    insert_events(held)
+
+
+def _store_held() -> None:
+    if held := _held.get():
+        insert_new(held)
+        held.clear()
+        changes.events_written()
+
 
 def record(actor, kind: str, *, job=None, share=None, queue=None, when=None, **detail) -> Event:
+    _store_held()  # the events before it keep their order
     changes.events_written()
     return Event.objects.create(
         time=when or timezone.now(),
@@ -42,8 +72,11 @@ def event_row(
 
 
 def insert_events(events: list[Event]) -> None:
-    """Store many events at once (a tick's, a batch submit's); they are published after commit."""
-    if events:
+    """Store many events at once (a tick's, a batch submit's); they are published after commit.
+    Inside `events_together`, they wait for the block's end."""
+    if (held := _held.get()) is not None:
+        held.extend(events)
+    elif events:
         insert_new(events)
         changes.events_written()
 

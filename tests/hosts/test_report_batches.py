@@ -18,7 +18,7 @@ from quotaportal.hosts.agent.reporter import MAX_AGE, aged
 from quotaportal.hosts.models import GpuHost, Placement
 from quotaportal.infra import wakeups
 from quotaportal.quotas import services
-from quotaportal.quotas.models import Job, JobAttempt, OutputChunk, SchedulerRun
+from quotaportal.quotas.models import Event, Job, JobAttempt, OutputChunk, SchedulerRun
 from quotaportal.tick import requests as ticks
 from quotaportal.tick import run as tick
 from quotaportal.tick.run import run_tick
@@ -123,6 +123,25 @@ def test_a_failed_rank_in_a_batch_retries_the_job_as_a_report_alone_would(one_sl
     # Retried, (first in line) started again by the batch's own tick, and handed to its host
     # by the batch's answer.
     assert (first.status, first.attempt_count, first.attempts.count()) == ("STARTING", 1, 2)
+
+
+def test_a_batchs_events_keep_the_order_of_what_happened(one_slot):
+    """Its starts' and exits' events are stored together, yet a failure recorded on its own
+    in between still comes after the start that preceded it."""
+    token, queue, placement, _, _ = one_slot
+    first = Job.objects.get(job_queue=queue, name="first")
+    Job.objects.filter(pk=first.pk).update(retry_attempts=2)
+    host_services.report_many(token, "gpu-1", exit_of(placement, code=3))
+    kinds = list(Event.objects.filter(job=first).order_by("id").values_list("kind", flat=True))
+    assert kinds == [
+        "submitted",
+        "dispatched",
+        "starting",
+        "started",  # the batch's start...
+        "retried",  # ...then its failed exit, recorded on its own
+        "dispatched",  # the batch's tick starts it again
+        "starting",  # and its answer hands it to the host
+    ]
 
 
 def test_a_batch_out_of_lifecycle_order_is_applied_report_by_report(one_slot):
@@ -506,13 +525,14 @@ def test_exits_with_their_outputs_ends_cost_the_same_statements_however_many(
     assert OutputChunk.objects.filter(final=True).count() == 4
 
 
-# The answer's handing the next job to its host (STARTING, with its event) is one of them;
-# another is the tick's look for PENDING jobs to release (dependencies, arrays' turns); a
+# The answer's handing the next job to its host (STARTING, with its event) is one of them; a
 # tick that starts one both raises the queue's version and writes its memo (TickMemo). Each
 # job state change is its UPDATE … RETURNING, then its attempts' and events' inserts (every
-# insert counted, COPY too); the placements and their attempts' host, and the tick's record
-# and its counters, are two statements each: one implementation for both databases.
-BATCH_QUERIES = 38
+# insert counted, COPY too; the reports' events, a start's and an exit's, are one insert,
+# and the tick learns whether any job is PENDING with the queue's row); the placements and
+# their attempts' host, and the tick's record and its counters, are two statements each: one
+# implementation for both databases.
+BATCH_QUERIES = 36
 
 
 def test_a_batchs_tick_leaves_time_driven_state_to_the_workers_ticks(one_slot, people):

@@ -31,6 +31,7 @@ from quotaportal.jobs.transitions import (
     mark_started_in_bulk,
     succeed_in_bulk,
 )
+from quotaportal.quotas.audit import events_together
 from quotaportal.quotas.errors import Forbidden, InvalidInput
 from quotaportal.quotas.models import Job
 from quotaportal.tick import changes
@@ -80,7 +81,8 @@ def report_many(token: AgentToken, name: str, reports: list[dict]) -> Batch:
     with transaction.atomic():
         if lock_environment(env_id, BATCH_LOCK_SECONDS):
             with changes.holding(env_id) as held:
-                errors = [_message(e) for e in _apply_batch(host, reports, received)]
+                with events_together():
+                    errors = [_message(e) for e in _apply_batch(host, reports, received)]
                 ticked = tick_held(held)
             if ticked:
                 # Noted before the commit wakes the host's waiting heartbeat, which then
