@@ -70,7 +70,7 @@ def append_output(
     return Stored(end + len(data), full=end + len(data) >= limit)
 
 
-def mark_final_in_bulk(ranks: QuerySet, ends: dict[tuple[int, int], tuple[int, datetime]]):
+def mark_final_in_bulk(ranks: QuerySet, ends: dict[tuple[int, int], tuple[int, datetime]]) -> None:
     """The final mark of several ranks' outputs at once, each as
     `append_output(attempt, rank, offset, b"", final=True, now=when)` would store it:
     `ends` maps (attempt id, rank) to (where its output ends, when it ended). A rank whose
@@ -100,22 +100,22 @@ def mark_final_in_bulk(ranks: QuerySet, ends: dict[tuple[int, int], tuple[int, d
             stored_final=Subquery(newest.values("final")[:1]),
         ).values_list("attempt_id", "rank", "stored_end", "stored_final")
     }
-    insert_new(
-        [
-            OutputChunk(
-                attempt_id=attempt,
-                rank=rank,
-                offset=stored_end,
-                length=0,
-                data=b"",
-                final=True,
-                received_at=when,
+    marks = []
+    for (attempt, rank), (offset, when) in ends.items():
+        stored_end, final = stored.get((attempt, rank), (0, False))
+        if not final and offset <= stored_end:
+            marks.append(
+                OutputChunk(
+                    attempt_id=attempt,
+                    rank=rank,
+                    offset=stored_end,
+                    length=0,
+                    data=b"",
+                    final=True,
+                    received_at=when,
+                )
             )
-            for (attempt, rank), (offset, when) in ends.items()
-            for stored_end, final in [stored.get((attempt, rank), (0, False))]
-            if not final and offset <= stored_end
-        ]
-    )
+    insert_new(marks)
 
 
 def stored_length(attempt_id: int, rank: int) -> int:
