@@ -34,9 +34,8 @@ def events_together() -> Iterator[None]:
 
 def _store_held() -> None:
     if held := _held.get():
-        insert_new(held)
+        _insert_now(list(held))
         held.clear()
-        changes.events_written()
 
 
 def record(actor, kind: str, *, job=None, share=None, queue=None, when=None, **detail) -> Event:
@@ -76,7 +75,12 @@ def insert_events(events: list[Event]) -> None:
     Inside `events_together`, they wait for the block's end."""
     if (held := _held.get()) is not None:
         held.extend(events)
-    elif events:
+    else:
+        _insert_now(events)
+
+
+def _insert_now(events: list[Event]) -> None:
+    if events:
         insert_new(events)
         changes.events_written()
 

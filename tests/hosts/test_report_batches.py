@@ -27,6 +27,21 @@ from tests.builders import add_share, build_queue
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+def local_host(admin, gpus: int, names: list[str]):
+    """A LOCAL queue whose one host "gpu-1" has `gpus` GPUs, these jobs submitted in order
+    and ticked once: the queue, and the host's agent token."""
+    env, queue = build_queue(admin, unit="gpu1", capacity=gpus, backend="LOCAL")
+    add_share(admin, queue, "a", "vision", gpus, "LEND", unit="gpu1")
+    token = host_services.token_for(host_services.create_agent_token(admin, env, "gpu-1"))
+    host_services.register_host(token, name="gpu-1", capacity_unit="gpu1", gpus=list(range(gpus)))
+    for name in names:
+        services.submit_job(
+            admin, job_queue=queue, quota_share="a", capacity_unit="gpu1", name=name
+        )
+    run_tick(queue.pk)
+    return queue, token
+
+
 @pytest.fixture
 def one_slot(people, settings, monkeypatch):
     """A LOCAL queue with one GPU, a job running on it and one waiting; the ticks that
@@ -36,17 +51,8 @@ def one_slot(people, settings, monkeypatch):
     enqueued = []
     monkeypatch.setattr(ticks, "enqueue_tick", enqueued.append)
     monkeypatch.setattr(tick, "_slow_inline", {})
-    env, queue = build_queue(people.admin, unit="gpu1", capacity=1, backend="LOCAL")
-    add_share(people.admin, queue, "a", "vision", 1, "LEND", unit="gpu1")
-    token = host_services.token_for(host_services.create_agent_token(people.admin, env, "gpu-1"))
-    host_services.register_host(token, name="gpu-1", capacity_unit="gpu1", gpus=[0])
-    first, second = (
-        services.submit_job(
-            people.admin, job_queue=queue, quota_share="a", capacity_unit="gpu1", name=name
-        )
-        for name in ("first", "second")
-    )
-    run_tick(queue.pk)
+    queue, token = local_host(people.admin, 1, ["first", "second"])
+    first, second = (Job.objects.get(job_queue=queue, name=name) for name in ("first", "second"))
     running = host_services.heartbeat(token, "gpu-1", [])["placements"]
     assert [p["job_id"] for p in running] == [str(first.pk)]
     enqueued.clear()
@@ -165,15 +171,8 @@ def four_running(people, settings):
     """A LOCAL host of four GPUs running four jobs (by name, their placements), more
     waiting; its agent's token."""
     settings.QP_HOST_TIMEOUT = 60
-    env, queue = build_queue(people.admin, unit="gpu1", capacity=4, backend="LOCAL")
-    add_share(people.admin, queue, "a", "vision", 4, "LEND", unit="gpu1")
-    token = host_services.token_for(host_services.create_agent_token(people.admin, env, "gpu-1"))
-    host_services.register_host(token, name="gpu-1", capacity_unit="gpu1", gpus=[0, 1, 2, 3])
-    for name in ("whole", "short", "silent", "sent", "next-1", "next-2", "next-3", "next-4"):
-        services.submit_job(
-            people.admin, job_queue=queue, quota_share="a", capacity_unit="gpu1", name=name
-        )
-    run_tick(queue.pk)
+    names = ["whole", "short", "silent", "sent", "next-1", "next-2", "next-3", "next-4"]
+    _, token = local_host(people.admin, 4, names)
     placements = {
         Job.objects.get(pk=p["job_id"]).name: p["placement"]
         for p in host_services.heartbeat(token, "gpu-1", [])["placements"]
