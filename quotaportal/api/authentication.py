@@ -6,12 +6,12 @@ issued before them, which keep working until their owner or an admin revokes the
 
 DRF's TokenAuthentication reads the token and its user on every request: on a submit, one
 statement in five, for rows that change only when a token is made or revoked or a user is
-edited. Here a token found valid is kept with the submit lookups (quotas.config_cache): under the
+edited. Here a token found valid is cached with the submit lookups (quotas.config_cache): under the
 configuration generation, which every save or delete of a token or a user raises
 (quotas.config_cache.connect_signals) at once and again at commit, so a
 revoked token or a deactivated user is refused by the next request in every process; and for
-MAX_AGE_SECONDS at most. Expiry is judged on every request, kept or not. A key that fails is
-not kept (each try costs a lookup, as before). Without Redis nothing is kept.
+MAX_AGE_SECONDS at most. Expiry is judged on every request, cached or not. A key that fails is
+not cached (each try costs a lookup, as before). Without Redis nothing is cached.
 """
 
 from __future__ import annotations
@@ -51,17 +51,17 @@ class CachedTokenAuthentication(TokenAuthentication):
         return user, token
 
     def authenticate_credentials(self, key: str):
-        kept = config_cache.cached_lookups()
+        cached = config_cache.cached_lookups()
         kind = "ptoken" if tokens.looks_personal(key) else "token"
-        found = kept.get((kind, key))
+        found = cached.get((kind, key))
         if found is None:
             found = (
                 self._personal(key) if kind == "ptoken" else super().authenticate_credentials(key)
             )
-            kept[(kind, key)] = found
+            cached[(kind, key)] = found
         user, token = found
         if kind == "ptoken" and (why := tokens.refusal(token)):  # it may have expired since
-            kept.pop((kind, key), None)
+            cached.pop((kind, key), None)
             raise exceptions.AuthenticationFailed(why)
         # Each request its own copy: a request may cache things on its user (permissions).
         return copy.copy(user), token

@@ -2,7 +2,7 @@
 
 Every submit looks up its queue, share, unit, the environment's capacity, the share's limits
 and the submitter's teams: six queries, a third of a submit's time, for rows an admin changes
-a few times a day. They are kept in this process under the configuration's generation, a
+a few times a day. They are cached in this process under the configuration's generation, a
 counter in Redis that every change to those rows raises, right away and again once the change
 commits (the signals at the end, on save and delete of each such model). A submit reads the
 generation first and uses only what was looked up under it. Whatever is looked up after that
@@ -13,7 +13,7 @@ lookups use the same entries: one Redis round trip per request, not one per look
 
 Entries last MAX_AGE_SECONDS at most, and the capacity a reservation adds no longer than the
 reservation lasts, so even a change made around the ORM's signals (raw SQL) is seen soon.
-Without Redis nothing is kept: a process could not see another's changes.
+Without Redis nothing is cached: a process could not see another's changes.
 """
 
 from __future__ import annotations
@@ -55,52 +55,52 @@ class CachedLookups(dict):
         self.expires = min(self.expires, time.monotonic() + max(left, 0.0))
 
 
-_kept: CachedLookups | None = None
+_cached: CachedLookups | None = None
 # Between request_started and request_finished, the lookups this thread's request read first.
 _request = threading.local()
 
 
 def cached_lookups() -> dict:
     """The lookups a submit may use: those of the current generation, or an empty dict of
-    its own when nothing can be kept (no Redis, or Redis did not answer). Within a request,
+    its own when nothing can be cached (no Redis, or Redis did not answer). Within a request,
     those its first call returned."""
-    held = getattr(_request, "kept", None)
+    held = getattr(_request, "cached", None)
     if held is not None:
         return held
     found = _current()
     if getattr(_request, "active", False):
-        _request.kept = found
+        _request.cached = found
     return found
 
 
 def _current() -> dict:
-    global _kept
+    global _cached
     if not settings.REDIS_URL:
         return {}
     try:
         generation = redis_client.client(settings.REDIS_URL).get(generation_key())
-    except Exception:  # Redis's errors vary; the rows are read as if nothing were kept
+    except Exception:  # Redis's errors vary; the rows are read as if nothing were cached
         log.warning("could not read the configuration generation; looking rows up afresh")
         return {}
-    current = _kept
+    current = _cached
     if current is None or current.generation != generation or time.monotonic() >= current.expires:
-        current = _kept = CachedLookups(generation)
+        current = _cached = CachedLookups(generation)
     return current
 
 
 def forget() -> None:
     """Drop this process's lookups (tests, whose rows vanish with each test's transaction)."""
-    global _kept
-    _kept = None
-    _request.kept = None
+    global _cached
+    _cached = None
+    _request.cached = None
 
 
 def _request_started(sender, **kwargs) -> None:
-    _request.active, _request.kept = True, None
+    _request.active, _request.cached = True, None
 
 
 def _request_finished(sender, **kwargs) -> None:
-    _request.active, _request.kept = False, None
+    _request.active, _request.cached = False, None
 
 
 def config_changed() -> None:
@@ -152,7 +152,7 @@ def connect_signals() -> None:
     from django.contrib.auth import get_user_model
     from rest_framework.authtoken.models import Token
 
-    # REST tokens (personal ones are in CHECKED_MODELS) and their users are kept too
+    # REST tokens (personal ones are in CHECKED_MODELS) and their users are cached too
     # (api.authentication).
     for name, model in [(n, getattr(models, n)) for n in CHECKED_MODELS] + [("Token", Token)]:
         post_save.connect(_changed, sender=model, dispatch_uid=f"lookups-save-{name}")

@@ -74,7 +74,7 @@ class ReplayResult:
     capacity_bound_s: float = 0.0
     ticks: int = 0
     unfinished: int = 0
-    # The replay owns its queues while it runs: share and unit lookups are kept between batches.
+    # The replay owns its queues while it runs: share and unit lookups are cached between batches.
     lookups: dict = field(default_factory=dict)
 
 
