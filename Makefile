@@ -33,7 +33,7 @@ demo: $(RUNTIME)
 TEST_WORKERS ?= 2
 PARALLEL = -n $(TEST_WORKERS) --dist loadgroup
 # The fast lane: the planner, the services, the tick and the REST API (no browser, no agents,
-# no Slurm, no second portal).
+# no Slurm, no second portal, no worker process: tests marked `slow` are left out).
 FAST_TESTS = tests/scheduler tests/quotas tests/api tests/usage tests/test_services.py
 # The SQLite lane: the embedded default's database under the jobs' state changes, the ticks,
 # the placements and every scenario (tests marked `postgresql` are skipped there).
@@ -63,7 +63,7 @@ test-fast: export DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/quotaportal
 test-fast: export REDIS_URL ?= redis://127.0.0.1:6379/15
 test-fast: $(STAMP)
 	$(PY) scripts/check_services.py
-	$(PY) -m pytest $(PARALLEL) -q $(FAST_TESTS) $(PYTEST_ARGS)
+	$(PY) -m pytest $(PARALLEL) -q -m 'not slow' $(FAST_TESTS) $(PYTEST_ARGS)
 
 test-sqlite: export REDIS_URL ?= redis://127.0.0.1:6379/15
 test-sqlite: $(STAMP)

@@ -23,6 +23,9 @@ from tests.builders import REPO, submit
 sys.path.insert(0, str(REPO / "scripts"))  # the soak's servers: scripts/ is not a package
 from servers import OwnRedis  # noqa: E402
 
+# Worker processes and brokers: the integration lane, not `make test-fast`.
+pytestmark = pytest.mark.slow
+
 OUTAGES = 3
 OUTAGE_SECONDS = 6
 

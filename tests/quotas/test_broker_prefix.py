@@ -13,6 +13,9 @@ from quotaportal.quotas.models import Job
 from tests.builders import submit
 from tests.workers import wait_for, worker_with_beat
 
+# Worker processes and brokers: the integration lane, not `make test-fast`.
+pytestmark = pytest.mark.slow
+
 TICK = "quotaportal.quotas.tasks.tick_queue_now"
 
 

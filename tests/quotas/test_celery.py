@@ -11,6 +11,9 @@ from quotaportal.quotas.models import Job, SchedulerRun
 from tests.builders import submit
 from tests.workers import wait_for, worker_with_beat
 
+# Worker processes and brokers: the integration lane, not `make test-fast`.
+pytestmark = pytest.mark.slow
+
 
 @pytest.mark.django_db(transaction=True)
 def test_worker_with_beat_dispatches_a_submitted_job(people, fleet, repo, tmp_path, broker):

@@ -20,6 +20,9 @@ from quotaportal.quotas.models import DISPATCHED, Event, Job, JobAttempt
 from quotaportal.tick.run import run_tick
 from tests.builders import add_share, build_queue
 
+# Parallel ticks and writers for half a minute: the integration lane, not `make test-fast`.
+pytestmark = pytest.mark.slow
+
 CAPACITY = 6
 SECONDS = 4.0
 

@@ -193,6 +193,7 @@ def test_the_full_alibaba_trace_loads_every_gpu_pod():
 # -- the shortcuts change nothing ---------------------------------------------------------------
 
 
+@pytest.mark.slow  # a minute of simulations: the integration lane, not `make test-fast`
 @settings(max_examples=EXAMPLES, deadline=None, derandomize=True)
 @given(workloads(), st.sampled_from([None, None, 1.0, 3.0]))
 def test_skipped_ticks_folded_shares_and_short_queues_change_no_outcome(load, tick):
