@@ -200,6 +200,7 @@ QP_AWS_SYNC_SECONDS = envint("QP_AWS_SYNC_SECONDS", 10)  # a sync starts no call
 # SLURM environments: a Slurm command (sbatch, scancel, a look) that has not answered after
 # this long counts as Slurm unreachable.
 QP_SLURM_COMMAND_SECONDS = envint("QP_SLURM_COMMAND_SECONDS", 10)
+# A GPU host silent this long is LOST (its attempts fail "Host lost"); agents' leases last as long.
 QP_HOST_TIMEOUT = envint("QP_HOST_TIMEOUT", 30)
 # Heartbeats that may wait (long-poll) at once per web process: a quarter of its threads, so
 # agents never hold the threads that serve people. Others are answered at once.
@@ -222,11 +223,14 @@ QP_FULL_PLAN_CHECK_SECONDS = envint("QP_FULL_PLAN_CHECK_SECONDS", 30)
 QP_HEADS_FROM_WAITING = envint("QP_HEADS_FROM_WAITING", 20_000)
 # /healthz answers 503 when an ENABLED queue has not ticked for this long (beat or worker down).
 QP_HEALTH_TICK_AGE = envint("QP_HEALTH_TICK_AGE", max(30, 5 * QP_TICK_SECONDS))
-# Scheduler runs and utilization samples older than this are pruned by beat.
-QP_CHART_HOURS = envint("QP_CHART_HOURS", 7 * 24)  # the dashboard chart's longest window
+# Beat prunes utilization samples older than QP_CHART_HOURS (the dashboard chart's longest
+# window) and scheduler runs older than QP_HISTORY_HOURS.
+QP_CHART_HOURS = envint("QP_CHART_HOURS", 7 * 24)
 QP_HISTORY_HOURS = envint("QP_HISTORY_HOURS", 24)
 # Start-time estimates of RUNNABLE jobs are refreshed this often per queue, each a forward
 # simulation of at most QP_ESTIMATE_MAX_WAITING waiting jobs (the rest get none).
+QP_ESTIMATE_SECONDS = envint("QP_ESTIMATE_SECONDS", 10)
+QP_ESTIMATE_MAX_WAITING = envint("QP_ESTIMATE_MAX_WAITING", 5000)
 # Job events (webhooks, e-mail): where links in messages point, how long a webhook may take
 # to answer, the longest pause between retries, how long a refused delivery is retried, how
 # often the sweep looks for due retries, and whether a commit asks for a round at once.
@@ -255,14 +259,12 @@ MAILERS = {
     )
 }
 DEFAULT_FROM_EMAIL = os.environ.get("QP_EMAIL_FROM", "quotaportal@localhost")
-QP_ESTIMATE_SECONDS = envint("QP_ESTIMATE_SECONDS", 10)
 # Jobs' whole output (jobs.output): kept this many days, at most this many bytes
 # per rank of an attempt (beyond it the backend sends no more).
 QP_OUTPUT_RETENTION_DAYS = envint("QP_OUTPUT_RETENTION_DAYS", 30)
 QP_OUTPUT_MAX_BYTES = envint("QP_OUTPUT_MAX_BYTES", 256 * 1024 * 1024)
 # Between roll-ups of the hourly usage rows (reports count the hours not rolled up live).
 QP_USAGE_ROLLUP_SECONDS = envint("QP_USAGE_ROLLUP_SECONDS", 300)
-QP_ESTIMATE_MAX_WAITING = envint("QP_ESTIMATE_MAX_WAITING", 5000)
 # What-if replays run in a Celery task; with this set they run in the web process instead.
 QP_WHATIF_IN_PROCESS = os.environ.get("QP_WHATIF_IN_PROCESS", "") == "1"
 # The Alibaba openb trace a what-if may replay (its folder or the folder above it).
