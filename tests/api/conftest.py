@@ -20,7 +20,7 @@ def as_user(people):
 
 
 @pytest.fixture
-def kept_in_redis(settings):
+def cached_in_redis(settings):
     """Lookups cached between requests need Redis (quotas.config_cache): name one even where the
     suite runs without REDIS_URL."""
     settings.REDIS_URL = os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/15"

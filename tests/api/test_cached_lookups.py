@@ -1,5 +1,5 @@
 """A submit's checks read rows cached between requests (quotas.config_cache): every change to those
-rows is seen by the next submit, in this process or another, as if nothing were kept."""
+rows is seen by the next submit, in this process or another, as if nothing were cached."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from quotaportal.quotas import config_cache, services
 from quotaportal.quotas.models import QuotaShare, ShareCapacityLimit, Team
 from quotaportal.quotas.services import accounts, reservations
 
-pytestmark = pytest.mark.usefixtures("kept_in_redis")
+pytestmark = pytest.mark.usefixtures("cached_in_redis")
 
 
 def post(people, fleet, user="alice", **fields):
@@ -41,11 +41,11 @@ def test_a_second_submit_reads_none_of_the_rows_it_is_checked_against(people, fl
     cold = queries_of(people, fleet)
     warm = queries_of(people, fleet)
     # queue, share, teams, unit, capacity, the end of its first reservation, limits (the token
-    # was kept by the read before each: test_cached_tokens counts its lookups)
+    # was cached by the read before each: test_cached_tokens counts its lookups)
     assert cold - warm == 7
 
 
-def test_without_redis_nothing_is_kept(people, fleet, settings):
+def test_without_redis_nothing_is_cached(people, fleet, settings):
     settings.REDIS_URL = ""
     assert queries_of(people, fleet) == queries_of(people, fleet)
 
@@ -86,14 +86,14 @@ def test_another_process_change_is_seen_through_the_generation(people, fleet, se
     """A change committed elsewhere raises the generation in Redis; here only that is seen."""
     assert post(people, fleet, quantity=4).status_code == 201
     fleet.env.capacity_limits.update(max_capacity=1)  # a row change this process sent no signal for
-    assert post(people, fleet, quantity=4).status_code == 201, "kept: not looked up again"
+    assert post(people, fleet, quantity=4).status_code == 201, "cached: not looked up again"
     redis.Redis.from_url(settings.REDIS_URL).incr(
         config_cache.generation_key()
     )  # the other's commit
     assert post(people, fleet, quantity=4).status_code == 400
 
 
-def test_capacity_a_reservation_adds_is_kept_no_longer_than_the_reservation(people, fleet):
+def test_capacity_a_reservation_adds_is_cached_no_longer_than_the_reservation(people, fleet):
     now = timezone.now()
     reservations.create_reservation(
         people.admin,

@@ -15,7 +15,7 @@ from quotaportal.api.authentication import CachedTokenAuthentication
 from quotaportal.quotas.models import PersonalToken
 from quotaportal.quotas.services import accounts
 
-pytestmark = pytest.mark.usefixtures("kept_in_redis")
+pytestmark = pytest.mark.usefixtures("cached_in_redis")
 
 
 def get(key: str):
@@ -45,7 +45,7 @@ def alice_key(request, people) -> str:
     return people.tokens["alice"]
 
 
-def test_a_token_is_looked_up_once_then_kept(alice_key):
+def test_a_token_is_looked_up_once_then_cached(alice_key):
     key = alice_key
     assert token_queries(key) == 1
     assert token_queries(key) == 0

@@ -15,7 +15,7 @@ from rest_framework.test import APIClient
 from quotaportal.quotas.models import Event, PersonalToken
 from quotaportal.quotas.services import tokens
 
-pytestmark = pytest.mark.usefixtures("kept_in_redis")
+pytestmark = pytest.mark.usefixtures("cached_in_redis")
 JOB = {"job_queue": "gpu", "quota_share": "vision", "capacity_unit": "a100", "name": "train"}
 
 
@@ -81,7 +81,7 @@ def test_an_expired_token_is_refused_with_a_reason(people, fleet, monkeypatch):
     assert call(key).status_code == 200  # now cached between requests
     a_day_later = timezone.now() + timedelta(days=1, seconds=1)
     monkeypatch.setattr(timezone, "now", lambda: a_day_later)
-    refused = call(key)  # the kept lookup is judged again: expiry needs no save to count
+    refused = call(key)  # the cached lookup is judged again: expiry needs no save to count
     assert refused.status_code == 401
     assert "expired" in refused.json()["detail"]
 
