@@ -142,7 +142,7 @@ def main(argv=None) -> int:
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--array", type=int, default=10_000, help="children of one array")
     parser.add_argument("--json", action="store_true", help="last line: one JSON object")
-    parser.add_argument("--keep", action="store_true", help="keep the work folder with logs")
+    parser.add_argument("--keep", action="store_true", help="keep the work folder with logs, and the database")
     args = parser.parse_args(argv)
     bench = stack.Stack("quotaportal_bench", prefix="qp-bench-submit-", host_timeout=30)
     try:
@@ -160,7 +160,7 @@ def main(argv=None) -> int:
         status, listed = stack.Rest(bench.url, admin_token).call("GET", f"jobs/?job_queue={QUEUE}")
         figures["jobs_in_db"] = listed.get("count") if status == 200 else None
     finally:
-        bench.stop()
+        bench.stop(keep_data=args.keep)
         if not args.keep:
             shutil.rmtree(bench.dir, ignore_errors=True)
     slurm = stack.slurm_figures(min(args.jobs, 500))
