@@ -142,7 +142,7 @@ def main(argv=None) -> int:
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--array", type=int, default=10_000, help="children of one array")
     parser.add_argument("--json", action="store_true", help="last line: one JSON object")
-    parser.add_argument("--keep", action="store_true", help="keep the work folder with logs, and the database")
+    parser.add_argument("--keep", action="store_true", help="keep the logs and the database")
     args = parser.parse_args(argv)
     bench = stack.Stack("quotaportal_bench", prefix="qp-bench-submit-", host_timeout=30)
     try:
