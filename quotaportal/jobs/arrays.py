@@ -212,18 +212,16 @@ def has_pending() -> Exists:
     return Exists(Job.objects.filter(job_queue_id=OuterRef("pk"), status=JobStatus.PENDING))
 
 
-def release_pending(queue_id: int, now, *, any_pending: bool = True) -> int:
+def release_pending(queue_id: int, now, *, any_pending: bool) -> int:
     """Before a queue is planned: its PENDING jobs whose dependencies are met, and its array
     children for which a place has freed, become RUNNABLE; those whose dependencies can no
-    longer be met fail, and then their own dependants. How many changed. `any_pending`
-    False: the caller read (has_pending) that the queue holds none."""
-    if not any_pending:
-        return 0
+    longer be met fail, and then their own dependants. How many changed. `any_pending`:
+    whether the queue holds PENDING jobs, as the caller read it with the queue (has_pending)."""
     pending = Job.objects.filter(job_queue_id=queue_id, status=JobStatus.PENDING)
     changed = 0
     for _ in range(MAX_FAILURE_ROUNDS):
-        if not pending.exists():
-            break  # one small index read
+        if not any_pending:
+            break
         room = _room(queue_id)
         waiting = [*_single_jobs(pending), *_array_candidates(room)]
         statuses, names = _dependencies([w for w, _ in waiting])
@@ -231,6 +229,7 @@ def release_pending(queue_id: int, now, *, any_pending: bool = True) -> int:
         changed += _apply_release(queue_id, result, dict(waiting), now)
         if not result.failed:
             break
+        any_pending = pending.exists()  # the failures may have ended the last of them
     if changed:
         queue_changed(queue_id)
     return changed

@@ -34,7 +34,7 @@ def events_together() -> Iterator[None]:
 
 def _store_held() -> None:
     if held := _held.get():
-        _insert_now(list(held))
+        _insert_now(held)
         held.clear()
 
 
