@@ -37,20 +37,18 @@ def progress_simulated(queue_id: int, now) -> None:
     """SIMULATED backend: dispatched jobs run from the next tick and end after their duration.
 
     It runs inside the tick, which plans the freed capacity right after: no other tick is
-    asked for (the backend asks for one at its next start or end instead)."""
-    starting = Job.objects.filter(
-        job_queue_id=queue_id, status__in=NOT_YET_RUNNING, scheduled_at__lt=now
-    ).values_list("id", flat=True)
+    asked for (the backend asks for one at its next start or end instead). One read of the
+    queue's dispatched jobs finds both, as every tick of a replay makes it."""
+    starting, due = [], []
+    for pk, status, scheduled, started, seconds in Job.objects.filter(
+        job_queue_id=queue_id, status__in=DISPATCHED
+    ).values_list("id", "status", "scheduled_at", "started_at", "simulated_duration_seconds"):
+        if status in NOT_YET_RUNNING:
+            if scheduled is not None and scheduled < now:
+                starting.append(pk)
+        elif None not in (seconds, started) and started + timedelta(seconds=seconds) <= now:
+            due.append(pk)
     mark_started_in_bulk(dict.fromkeys(starting, now))
-    due = [
-        pk
-        for pk, started, seconds in Job.objects.filter(
-            job_queue_id=queue_id,
-            status=JobStatus.RUNNING,
-            simulated_duration_seconds__isnull=False,
-        ).values_list("id", "started_at", "simulated_duration_seconds")
-        if started + timedelta(seconds=seconds) <= now
-    ]
     if due:
         succeed_in_bulk(due, SIMULATED_DONE, now)
 

@@ -27,7 +27,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -49,7 +49,7 @@ from quotaportal.quotas.models import (
     State,
     TickMemo,
 )
-from quotaportal.tick import bridge, changes
+from quotaportal.tick import bridge, changes, requests
 from quotaportal.tick.bridge import fairness
 from quotaportal.tick.carry import (
     Outcome,
@@ -86,11 +86,7 @@ def run_tick_waiting(queue_id: int) -> SchedulerRun | None:
 
 
 def _tick_queue_environment(queue_id: int, now, take_lock) -> SchedulerRun | None:
-    env_id = (
-        JobQueue.objects.filter(pk=queue_id)
-        .values_list("service_environment_id", flat=True)
-        .first()
-    )
+    env_id = requests.environment_of(queue_id)  # remembered: a queue never moves
     if env_id is None:
         log.info("tick of job queue %s skipped: the queue no longer exists", queue_id)
         return None
@@ -254,20 +250,21 @@ def _tick_locked(queue: JobQueue, now, turn: _Turn) -> Outcome:
         enforce_runnable_time_limits(queue, now)
     # Jobs whose dependencies ended, and array children with a place, join the plan.
     released = release_pending(queue.id, now, any_pending=queue.any_pending)
-    if advance or released:  # what changed raised the version since the queue was read
-        version = JobQueue.objects.values_list("state_version", flat=True).get(pk=queue.id)
-    else:
-        # Read under the lock moments ago. A change committed since makes the plan newer than
-        # the version remembered with it, so the next tick plans again: never the reverse.
-        version = queue.state_version
-    if not fit_units and _unchanged_since_last_plan(queue, version, now):
+    # The version is read after what this turn changed and before the plan reads anything: a
+    # change committed since makes the plan newer than the version remembered with it, so the
+    # next tick plans again, never the reverse.
+    # A caller's tick read the version under the lock moments ago: the job counts come later,
+    # and only if that version matches the last plan's.
+    fresh = advance or released
+    state = _queue_state(queue.id) if fresh else _QueueState(queue.state_version)
+    if not fit_units and _unchanged_since_last_plan(queue, state, now):
         TickMemo.objects.remember(queue.id, **record_sample(queue, None, now))
         tick_at_next_change(queue, backend, now)
         return Outcome(replanned=False, calls=calls)
     fair = fairness.opened(queue, now)  # the fair-share account, None without a policy
     loaded, plan = _plan(queue, now, fit_units, backend, fair)
     check_plan(loaded.snapshot, plan, positions=False)
-    return carry_out(queue, Planned(loaded, plan, version, now), backend, fair, calls)
+    return carry_out(queue, Planned(loaded, plan, state.version, now), backend, fair, calls)
 
 
 def _plan(queue: JobQueue, now, fit_units, backend, fair) -> tuple[bridge.Loaded, Plan]:
@@ -310,9 +307,37 @@ def _reads_heads(queue: JobQueue, now, fit_units, terms: bridge.Terms, backend) 
     return 0 <= age < 2 * settings.QP_FULL_PLAN_SECONDS
 
 
-def _unchanged_since_last_plan(queue: JobQueue, version: int, now) -> bool:
+@dataclass(frozen=True)
+class _QueueState:
+    version: int  # JobQueue.state_version
+    dispatched: int | None = None  # its jobs SCHEDULED, STARTING or RUNNING (None: not read)
+    unexplained: bool = False  # a job waits in a share with no pending reason yet (a new one)
+
+
+# What tells a tick whether the queue changed since its last plan, in one statement (both
+# databases) without the ORM's query building: it runs on every tick, and both job reads are
+# a small range of the (queue, status, reason) index, whatever the number of jobs waiting.
+QUEUE_STATE_SQL = f"""
+    SELECT q.state_version,
+        (SELECT COUNT(*) FROM {Job._meta.db_table} j WHERE j.job_queue_id = q.id
+            AND j.status IN ({", ".join(f"'{status}'" for status in DISPATCHED)})),
+        EXISTS (SELECT 1 FROM {Job._meta.db_table} j WHERE j.job_queue_id = q.id
+            AND j.status = '{JobStatus.RUNNABLE}' AND j.pending_reason = ''
+            AND NOT j.preemption_stopping AND j.quota_share_id IS NOT NULL)
+    FROM {JobQueue._meta.db_table} q WHERE q.id = %s
+"""
+
+
+def _queue_state(queue_id: int) -> _QueueState:
+    with connection.cursor() as cursor:
+        cursor.execute(QUEUE_STATE_SQL, [queue_id])
+        version, dispatched, unexplained = cursor.fetchone()
+    return _QueueState(version, dispatched, bool(unexplained))
+
+
+def _unchanged_since_last_plan(queue: JobQueue, state: _QueueState, now) -> bool:
     memo = TickMemo.of(queue)
-    if memo.planned_version != version or memo.planned_at is None:
+    if memo.planned_version != state.version or memo.planned_at is None:
         return False
     age = (now - memo.planned_at).total_seconds()
     if not 0 <= age < settings.QP_FULL_REPLAN_SECONDS:
@@ -322,14 +347,11 @@ def _unchanged_since_last_plan(queue: JobQueue, version: int, now) -> bool:
         return False
     # Submits leave the version alone (concurrent submits would take turns on the queue's
     # row): a job no tick has explained yet is a change. A count of the dispatched jobs
-    # guards against writes that bypassed the services; both read a small range of the
-    # (queue, status, reason) index, whatever the number of jobs waiting.
-    jobs = Job.objects.filter(job_queue_id=queue.id)
-    if jobs.filter(status__in=DISPATCHED).count() != memo.planned_dispatched_jobs:
-        return False
-    return not jobs.filter(
-        status=JobStatus.RUNNABLE,
-        pending_reason="",
-        preemption_stopping=False,
-        quota_share__isnull=False,
-    ).exists()
+    # guards against writes that bypassed the services.
+    if state.dispatched is None:
+        state = _queue_state(queue.id)
+    return (
+        state.version == memo.planned_version
+        and state.dispatched == memo.planned_dispatched_jobs
+        and not state.unexplained
+    )

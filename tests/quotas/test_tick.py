@@ -49,6 +49,31 @@ def test_a_tick_with_nothing_changed_skips_planning_until_something_changes(peop
     assert (run.replanned, run.dispatched) == (True, 1)
 
 
+def test_a_job_moved_around_the_services_makes_the_next_tick_plan_again(people, fleet):
+    job = submit(people.alice, fleet, quantity=2)
+    run_tick(fleet.queue.id)
+    run_tick(fleet.queue.id)
+    assert run_tick(fleet.queue.id).replanned is False
+    # A write that bypassed the services: the version stays, the dispatched count does not.
+    Job.objects.filter(pk=job.pk).update(status="RUNNABLE", pending_reason="WAITING_FOR_CAPACITY")
+    run = run_tick(fleet.queue.id)
+    assert (run.replanned, run.dispatched) == (True, 1)
+
+
+def test_a_tick_with_nothing_changed_costs_a_dozen_statements(
+    people, fleet, django_assert_max_num_queries
+):
+    """Every queue pays it on every tick: the queue's version, its dispatched jobs' count and
+    whether a new job waits come in one statement, a SIMULATED queue's starts and ends in one
+    read, and the queue's environment is remembered."""
+    for i in range(3):
+        submit(people.alice, fleet, name=f"v{i}", quantity=2)
+    for _ in range(3):
+        run_tick(fleet.queue.id)
+    with django_assert_max_num_queries(14):
+        assert run_tick(fleet.queue.id).replanned is False
+
+
 def test_capacity_changes_are_noticed_without_a_service_call(people, fleet):
     job = submit(people.alice, fleet, quantity=4)
     fleet.env.capacity_limits.update(max_capacity=2)  # like a host disappearing
