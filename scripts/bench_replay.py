@@ -2,7 +2,8 @@
 """Kueue's scheduler-performance baseline through the whole control plane, against its
 capacity bound (and against what the simulator predicts for the same tick).
 
-    .venv/bin/python scripts/bench_replay.py [--tick 0.1] [--json]
+    .venv/bin/python scripts/bench_replay.py [--tick 0.1] [--json] [--keep]
+    .venv/bin/python scripts/bench_replay.py --in-process [--json]
 
 Starts a Celery worker and beat (and gunicorn, unused here) on a fresh PostgreSQL database
 `quotaportal_replay` (Redis database 11), then runs `manage.py replay kueue-baseline --setup
@@ -15,12 +16,17 @@ or on the fixed tick), the earlier best and Kueue's own run; with --json the las
 JSON object. Exits 1 when the replay does not finish or takes over --max-ratio (1.5) times
 the bound. The services run with the shipped settings (start-time estimates on); set
 QP_ESTIMATE_SECONDS=100000 to see the ticks alone.
+
+With --in-process nothing is started: one queue of the shape is replayed on a virtual clock in
+one process, ticked every 0.1 s of it (`manage.py bench_replay_ticks` on a fresh database),
+and the tick's own cost is printed: milliseconds and statements a tick.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -51,7 +57,17 @@ def main() -> int:
         help="exit 1 when the replay takes longer than this many times its capacity bound",
     )
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the logs and the database (its ticks, its jobs)"
+    )
+    parser.add_argument(
+        "--in-process",
+        action="store_true",
+        help="only the ticks' own cost: one queue on a virtual clock, no services",
+    )
     args = parser.parse_args()
+    if args.in_process:
+        return ticks_in_process(args.json)
 
     sys.path.insert(0, str(REPO))
     from scheduler.simulate import simulate
@@ -82,7 +98,9 @@ def main() -> int:
             text=True,
         )
     finally:
-        bench.stop()
+        bench.stop(keep_data=args.keep)
+        if args.keep:
+            print(f"kept: database {bench.database}, logs in {bench.dir}")
     if done.returncode or not done.stdout.strip():
         print(done.stdout, done.stderr, sep="\n")
         print(f"FAILED: the replay did not finish; logs in {bench.dir}")
@@ -98,6 +116,21 @@ def main() -> int:
     if args.json:
         print(json.dumps(figures))
     return 0 if not figures["unfinished"] and not too_slow else 1
+
+
+def ticks_in_process(as_json: bool) -> int:
+    """manage.py bench_replay_ticks on a database of its own, dropped afterwards."""
+    bench = stack.Stack("quotaportal_replay", prefix="qp-replay-ticks-")
+    try:
+        bench.fresh_database()
+        command = [sys.executable, "manage.py", "bench_replay_ticks", *(["--json"] * as_json)]
+        # No broker and no immediate ticks: the grid's ticks are the only ones, in this process.
+        alone = {**bench.env, "REDIS_URL": "", "QP_IMMEDIATE_TICKS": "false"}
+        done = subprocess.run(command, cwd=REPO, env=alone)
+    finally:
+        bench.stop()
+        shutil.rmtree(bench.dir, ignore_errors=True)
+    return done.returncode
 
 
 def _report(figures: dict, tick: float | None) -> None:

@@ -1,4 +1,4 @@
-"""Management commands: create_user, tick, run_scenario, bench_tick."""
+"""Management commands: create_user, tick, run_scenario, bench_tick, bench_replay_ticks."""
 
 from __future__ import annotations
 
@@ -94,3 +94,23 @@ def test_bench_tick_measures_a_curve_of_sizes_in_one_run():
 def test_bench_tick_says_what_to_fix_in_a_bad_size():
     with pytest.raises(CommandError, match="separated by commas"):
         run("bench_tick", "--runnable", "10k")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_bench_replay_ticks_reports_a_ticks_cost_at_the_kueue_shape(settings):
+    settings.QP_IMMEDIATE_TICKS = False  # as scripts/bench_replay.py --in-process runs it
+    figures = json.loads(run("bench_replay_ticks", "--json").splitlines()[-1])
+    assert (figures["jobs"], figures["queues"]) == (3000, 1)
+    assert figures["ticks"] >= 600, "every job ended, a tick every 0.1 s of the clock"
+    assert figures["tick_ms_p50"] > 0
+    assert figures["statements_unchanged"] >= 1
+    assert figures["statements_planned"] > figures["statements_unchanged"]
+    assert not Job.objects.exclude(status="SUCCEEDED").exists()
+
+
+@pytest.mark.django_db
+def test_bench_replay_ticks_refuses_a_database_with_queues_and_bad_sizes(fleet):
+    with pytest.raises(CommandError, match="run it on an empty one"):
+        run("bench_replay_ticks")
+    with pytest.raises(CommandError, match="--queues must be between 1 and 5"):
+        run("bench_replay_ticks", "--queues", "9")
