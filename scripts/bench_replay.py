@@ -46,29 +46,9 @@ DEFAULT_MAX_RATIO = 1.5
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--tick", type=float, help="also tick every queue on this period, in seconds"
-    )
-    parser.add_argument(
-        "--max-ratio",
-        type=float,
-        default=DEFAULT_MAX_RATIO,
-        help="exit 1 when the replay takes longer than this many times its capacity bound",
-    )
-    parser.add_argument("--json", action="store_true")
-    parser.add_argument(
-        "--keep", action="store_true", help="keep the logs and the database (its ticks, its jobs)"
-    )
-    parser.add_argument(
-        "--in-process",
-        action="store_true",
-        help="only the ticks' own cost: one queue on a virtual clock, no services",
-    )
-    args = parser.parse_args()
+    args = _arguments()
     if args.in_process:
         return ticks_in_process(args.json)
-
     sys.path.insert(0, str(REPO))
     from scheduler.simulate import simulate
     from scheduler.simulate.loaders import kueue_baseline
@@ -76,27 +56,7 @@ def main() -> int:
     predicted = simulate(kueue_baseline(), tick_s=args.tick).summary
     bench = stack.Stack("quotaportal_replay", prefix="qp-replay-")
     try:
-        bench.fresh_database()
-        bench.start_services(worker_concurrency=2)
-        grid = ["--tick", str(args.tick)] if args.tick else []
-        done = subprocess.run(
-            [
-                sys.executable,
-                "manage.py",
-                "replay",
-                "kueue-baseline",
-                "--setup",
-                "kb",
-                *grid,
-                "--timeout",
-                "900",
-                "--json",
-            ],
-            cwd=REPO,
-            env=bench.env,
-            capture_output=True,
-            text=True,
-        )
+        done = _replay_through_stack(bench, args.tick)
     finally:
         bench.stop(keep_data=args.keep)
         if args.keep:
@@ -116,6 +76,44 @@ def main() -> int:
     if args.json:
         print(json.dumps(figures))
     return 0 if not figures["unfinished"] and not too_slow else 1
+
+
+def _arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--tick", type=float, help="also tick every queue on this period, in seconds"
+    )
+    parser.add_argument(
+        "--max-ratio",
+        type=float,
+        default=DEFAULT_MAX_RATIO,
+        help="exit 1 when the replay takes longer than this many times its capacity bound",
+    )
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the logs and the database (its ticks, its jobs)"
+    )
+    parser.add_argument(
+        "--in-process",
+        action="store_true",
+        help="only the ticks' own cost: one queue on a virtual clock, no services",
+    )
+    return parser.parse_args()
+
+
+def _replay_through_stack(bench: stack.Stack, tick: float | None) -> subprocess.CompletedProcess:
+    """`manage.py replay kueue-baseline` against the services, on a fresh database."""
+    bench.fresh_database()
+    bench.start_services(worker_concurrency=2)
+    grid = ["--tick", str(tick)] if tick else []
+    command = ["replay", "kueue-baseline", "--setup", "kb", *grid, "--timeout", "900", "--json"]
+    return subprocess.run(
+        [sys.executable, "manage.py", *command],
+        cwd=REPO,
+        env=bench.env,
+        capture_output=True,
+        text=True,
+    )
 
 
 def ticks_in_process(as_json: bool) -> int:

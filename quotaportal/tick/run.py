@@ -250,13 +250,12 @@ def _tick_locked(queue: JobQueue, now, turn: _Turn) -> Outcome:
         enforce_runnable_time_limits(queue, now)
     # Jobs whose dependencies ended, and array children with a place, join the plan.
     released = release_pending(queue.id, now, any_pending=queue.any_pending)
-    # The version is read after what this turn changed and before the plan reads anything: a
+    # The version is read after what this turn changed and before the plan reads anything (a
     # change committed since makes the plan newer than the version remembered with it, so the
-    # next tick plans again, never the reverse.
-    # A caller's tick read the version under the lock moments ago: the job counts come later,
-    # and only if that version matches the last plan's.
-    fresh = advance or released
-    state = _queue_state(queue.id) if fresh else _QueueState(queue.state_version)
+    # next tick plans again, never the reverse). A caller's tick that changed nothing has the
+    # one it read under the lock moments ago; its job counts are read only if that matches.
+    changed = advance or released
+    state = _queue_state(queue.id) if changed else _QueueState(queue.state_version)
     if not fit_units and _unchanged_since_last_plan(queue, state, now):
         TickMemo.objects.remember(queue.id, **record_sample(queue, None, now))
         tick_at_next_change(queue, backend, now)
