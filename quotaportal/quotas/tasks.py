@@ -15,29 +15,49 @@ from quotaportal.tick.run import run_tick, run_tick_waiting, tickable_queue_ids
 from quotaportal.whatif import estimates
 from quotaportal.whatif import runs as whatif
 
+MAX_FOLLOW_UPS = 4  # then the broker carries the next, and other environments get a turn
+
 
 @shared_task(ignore_result=True)
 def tick_queue(queue_id: int) -> None:
-    """Beat's tick of the queue's environment: skipped while another tick of it runs."""
-    run_tick(queue_id)
+    """Beat's tick of the queue's environment: skipped while another tick of it runs, or
+    when one ran in the last half period (requests.ticked_lately)."""
+    if not requests.ticked_lately(queue_id):
+        _with_follow_ups(queue_id, run_tick)
 
 
 @shared_task(ignore_result=True)
 def tick_queue_now(queue_id: int) -> None:
     """A tick asked for by a change: it waits for a tick in progress rather than skipping, and
     spaces the next one after it (requests.TickGate)."""
-    # Before reading anything: a change committed from now on must enqueue the next tick.
-    requests.gate.started(queue_id)
-    run = run_tick_waiting(queue_id)
-    if run is not None:
-        requests.gate.spaced(queue_id, run.duration_ms / 1000)
+
+    def spaced_tick(queue_id: int):
+        # Before reading anything: a change committed from now on must enqueue the next tick.
+        requests.gate.started(queue_id)
+        run = run_tick_waiting(queue_id)
+        if run is not None:
+            requests.gate.spaced(queue_id, run.duration_ms / 1000)
+
+    _with_follow_ups(queue_id, spaced_tick)
 
 
 @shared_task(ignore_result=True)
 def tick_queue_at(queue_id: int) -> None:
     """A tick at an instant (a reservation starts or ends, a SIMULATED job ends): it waits
     for a tick in progress rather than skipping, since the instant matters."""
-    run_tick_waiting(queue_id)
+    _with_follow_ups(queue_id, run_tick_waiting)
+
+
+def _with_follow_ups(queue_id: int, tick) -> None:
+    """The tick, then the ticks it asked for at once (requests.following_up), here."""
+    for _ in range(MAX_FOLLOW_UPS):
+        with requests.following_up() as due:
+            tick(queue_id)
+        if not due:
+            return
+        queue_id, tick = min(due), run_tick_waiting
+    for queue_id in due:
+        requests.enqueue_tick(queue_id)
 
 
 @shared_task(ignore_result=True)

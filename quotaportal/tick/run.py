@@ -117,6 +117,7 @@ def run_environment_tick(
         # below usage, such as a lost host, drain instead of preempting.
         if not any(run.error for run in runs.values()):
             Reservation.objects.filter(id__in=[i for i, _ in ended]).update(fitted_at=now)
+    requests.note_ticked(env_id)
     return runs
 
 

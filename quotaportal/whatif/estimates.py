@@ -19,6 +19,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from quotaportal.infra import redis_client
 from quotaportal.infra.locks import lock_environment, session_lock
 from quotaportal.quotas import selectors
 from quotaportal.quotas.models import Job, JobQueue, JobStatus, State
@@ -50,14 +51,50 @@ REST_FACTOR = 9.0
 
 
 class _Pace:
-    resting_until = 0.0  # time.monotonic() before which this process starts no paced refresh
+    """The rest after a paced refresh, shared by every worker process through Redis when
+    there is one (a process resting on its own let two worker processes refresh twice as
+    often as REST_FACTOR says), else kept in this process (the embedded loop)."""
+
+    local_until = 0.0  # time.monotonic() before which this process starts no paced refresh
+
+    @classmethod
+    def resting(cls) -> bool:
+        if time.monotonic() < cls.local_until:
+            return True
+        if not settings.REDIS_URL:
+            return False
+        try:
+            return bool(redis_client.client(settings.REDIS_URL).exists(_resting_key()))
+        except Exception:  # Redis's errors vary; this process's own rest still paces it
+            return False
+
+    @classmethod
+    def rest(cls, seconds: float) -> None:
+        cls.local_until = time.monotonic() + seconds
+        if settings.REDIS_URL and seconds >= 0.001:
+            try:
+                redis_client.client(settings.REDIS_URL).set(
+                    _resting_key(), 1, px=max(1, round(seconds * 1000))
+                )
+            except Exception:
+                log.warning("could not share the estimates' rest", exc_info=True)
+
+    @classmethod
+    def clear(cls) -> None:
+        cls.local_until = 0.0
+        if settings.REDIS_URL:
+            redis_client.client(settings.REDIS_URL).delete(_resting_key())
+
+
+def _resting_key() -> str:
+    return redis_client.key("estimates-resting")
 
 
 def refresh_paced() -> int | None:
     """The beat's and the embedded loop's refresh: one at a time across all workers (an
     advisory lock a killed worker lets go of at once) and paced by REST_FACTOR. The number
-    of jobs estimated, or None when skipped (another refresh runs, or this one rests)."""
-    if time.monotonic() < _Pace.resting_until:
+    of jobs estimated, or None when skipped (another refresh runs, or they rest)."""
+    if _Pace.resting():
         return None
     with session_lock("estimate_refresh") as taken:
         if not taken:
@@ -66,8 +103,7 @@ def refresh_paced() -> int | None:
         try:
             return refresh_all_estimates()
         finally:
-            ended = time.monotonic()
-            _Pace.resting_until = ended + REST_FACTOR * (ended - began)
+            _Pace.rest(REST_FACTOR * (time.monotonic() - began))
 
 
 def refresh_all_estimates(now: datetime | None = None) -> int:

@@ -12,8 +12,9 @@ from django.db import connection
 from django.utils import timezone
 
 from quotaportal.infra.locks import ADVISORY_LOCKS
+from quotaportal.quotas import tasks
 from quotaportal.quotas.models import Job
-from quotaportal.quotas.tasks import tick_queue_at, tick_queue_now
+from quotaportal.quotas.tasks import tick_queue, tick_queue_at, tick_queue_now
 from quotaportal.simulated.backend import SimulatedBackend
 from quotaportal.tick import requests as ticks
 from quotaportal.tick.run import run_tick
@@ -34,11 +35,16 @@ def sent(settings, monkeypatch):
         tick_queue_now, "delay", lambda queue_id: messages.append(("now", queue_id))
     )
     monkeypatch.setattr(
+        tick_queue_now,
+        "apply_async",
+        lambda args, countdown: messages.append(("later", args[0], countdown)),
+    )
+    monkeypatch.setattr(
         tick_queue_at, "apply_async", lambda args, eta: messages.append(("at", args[0], eta))
     )
     yield messages
     for env_id in ticks._environments.values():
-        store.delete(ticks._wake_key(env_id), ticks._key(env_id))
+        store.delete(ticks._wake_key(env_id), ticks._key(env_id), ticks._ticked_key(env_id))
 
 
 def _backend_next_change(fleet, now):
@@ -101,6 +107,62 @@ def test_a_tick_asks_for_the_start_then_the_end_and_its_own_ends_ask_for_no_othe
     assert len(sent) == before, "the tick that ended it planned at once: no tick asked for"
 
 
+def test_a_workers_tick_starts_what_it_dispatched_itself_then_asks_the_broker_for_the_end(
+    people, fleet, sent
+):
+    """Through the broker, the start's tick came 45-50 ms after the tick that dispatched:
+    the worker that dispatched runs it at once, and only the end goes to the broker."""
+    job = submit(people.alice, fleet, name="one", simulated_duration_seconds=40)
+    assert sent == [("now", fleet.queue.pk)]
+    tick_queue_now.run(fleet.queue.pk)  # the task's body, as the worker runs it
+    job.refresh_from_db()
+    assert job.status == "RUNNING", "started by the tick that followed in the same task"
+    assert job.started_at > job.scheduled_at, "on a tick of its own, after the dispatch"
+    assert [m[0] for m in sent[1:]] == ["at"], "no start tick sent; the end's is"
+    assert sent[-1][2] == job.started_at + timedelta(seconds=40)
+
+
+def test_follow_up_ticks_are_bounded_and_the_rest_go_to_the_broker(
+    people, fleet, sent, monkeypatch
+):
+    monkeypatch.setattr(tasks, "MAX_FOLLOW_UPS", 1)  # the asking tick only
+    job = submit(people.alice, fleet, name="one", simulated_duration_seconds=40)
+    ticks.gate.release(fleet.queue.pk)
+    tick_queue_now.run(fleet.queue.pk)
+    job.refresh_from_db()
+    assert job.status == "SCHEDULED"
+    assert len(sent) == 2, "the submit's tick, then the start's: not lost"
+    assert sent[1][:2] == ("later", fleet.queue.pk), "spaced after the tick that asked"
+
+
+def test_a_follow_up_asked_for_before_a_failure_goes_to_the_broker(people, fleet, sent):
+    job = submit(people.alice, fleet, name="one", simulated_duration_seconds=40)
+    ticks.gate.release(fleet.queue.pk)
+
+    def tick_then_fail(queue_id):
+        run_tick(queue_id)  # dispatches, commits, asks for the start's tick
+        raise RuntimeError("the worker fails after the commit (Redis down, say)")
+
+    with pytest.raises(RuntimeError):
+        tasks._with_follow_ups(fleet.queue.pk, tick_then_fail)
+    assert Job.objects.get(pk=job.pk).status == "SCHEDULED"
+    assert sent == [("now", fleet.queue.pk)] * 2, "the submit's tick, then the start's: not lost"
+
+
+def test_the_beats_tick_is_skipped_for_half_a_period_after_the_environment_ticked(
+    people, fleet, sent, settings
+):
+    run_tick(fleet.queue.pk)  # a tick of the environment (an immediate or wake tick)
+    job = submit(people.alice, fleet, name="one", simulated_duration_seconds=40)
+    tick_queue.run(fleet.queue.pk)
+    job.refresh_from_db()
+    assert job.status == "RUNNABLE", "ticked lately: the beat's tick is redundant"
+    redis.Redis.from_url(settings.REDIS_URL).delete(ticks._ticked_key(fleet.env.pk))
+    tick_queue.run(fleet.queue.pk)  # half a period later
+    job.refresh_from_db()
+    assert job.status in ("SCHEDULED", "RUNNING")
+
+
 def test_without_a_broker_the_embedded_loop_sleeps_only_until_the_wake(people, fleet, settings):
     from quotaportal.tick.loop import SchedulerLoop
 
@@ -154,7 +216,7 @@ def test_one_paced_estimate_refresh_at_a_time_and_each_followed_by_rest(people, 
         submit(people.alice, fleet, name=f"w{i}", simulated_duration_seconds=60)
     run_tick(fleet.queue.pk)
     assert Job.objects.filter(status="RUNNABLE").count() == 2
-    monkeypatch.setattr(estimates._Pace, "resting_until", 0.0)
+    estimates._Pace.clear()
     holder = connection.copy()  # another worker's refresh in progress
     key = [ADVISORY_LOCKS["estimate_refresh"], 0]
     try:
@@ -168,9 +230,29 @@ def test_one_paced_estimate_refresh_at_a_time_and_each_followed_by_rest(people, 
         holder.close()
 
     monkeypatch.setattr(estimates, "REST_FACTOR", 3600.0)  # rest an hour a second of work
-    assert estimates.refresh_paced() >= 1
-    assert Job.objects.filter(estimated_start_at__isnull=False).exists()
-    Job.objects.update(estimated_start_at=None)
-    assert estimates.refresh_paced() is None, "resting after its refresh"
-    assert not Job.objects.filter(estimated_start_at__isnull=False).exists()
-    assert estimates.refresh_all_estimates() >= 1, "an unpaced refresh (a test, a command) runs"
+    try:
+        assert estimates.refresh_paced() >= 1
+        assert Job.objects.filter(estimated_start_at__isnull=False).exists()
+        Job.objects.update(estimated_start_at=None)
+        assert estimates.refresh_paced() is None, "resting after its refresh"
+        assert not Job.objects.filter(estimated_start_at__isnull=False).exists()
+        assert estimates.refresh_all_estimates() >= 1, "an unpaced refresh (a test, a command) runs"
+    finally:
+        estimates._Pace.clear()
+
+
+@pytest.mark.skipif(not os.environ.get("REDIS_URL"), reason="worker processes share through Redis")
+def test_every_worker_process_rests_after_a_paced_refresh(people, fleet, monkeypatch):
+    """Each process resting on its own let two worker processes refresh estimates twice as
+    often as REST_FACTOR allows: the rest is kept where every process sees it."""
+    submit(people.alice, fleet, name="waits", simulated_duration_seconds=60)
+    estimates._Pace.clear()
+    monkeypatch.setattr(estimates, "REST_FACTOR", 3600.0)
+    try:
+        assert estimates.refresh_paced() >= 1
+        monkeypatch.setattr(estimates._Pace, "local_until", 0.0)  # another process's clock
+        assert estimates.refresh_paced() is None
+        estimates._Pace.clear()
+        assert estimates.refresh_paced() >= 1, "once the rest is over, any process refreshes"
+    finally:
+        estimates._Pace.clear()
