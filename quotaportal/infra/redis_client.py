@@ -20,3 +20,13 @@ def key(name: str) -> str:
     """A key (or channel) of this deployment: QP_REDIS_PREFIX, then `name`. Two deployments,
     or two test runs, on one Redis database keep apart by their prefixes."""
     return f"{settings.QP_REDIS_PREFIX}:{name}"
+
+
+def mark(name: str, seconds: float) -> None:
+    """Set the flag `name` (a key()) for `seconds`, at least a millisecond."""
+    client(settings.REDIS_URL).set(name, 1, px=max(1, round(seconds * 1000)))
+
+
+def marked(name: str) -> bool:
+    """Is the flag `name` set (and not yet expired)?"""
+    return bool(client(settings.REDIS_URL).exists(name))

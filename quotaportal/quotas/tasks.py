@@ -30,15 +30,15 @@ def tick_queue(queue_id: int) -> None:
 def tick_queue_now(queue_id: int) -> None:
     """A tick asked for by a change: it waits for a tick in progress rather than skipping, and
     spaces the next one after it (requests.TickGate)."""
+    _with_follow_ups(queue_id, _spaced_tick)
 
-    def spaced_tick(queue_id: int):
-        # Before reading anything: a change committed from now on must enqueue the next tick.
-        requests.gate.started(queue_id)
-        run = run_tick_waiting(queue_id)
-        if run is not None:
-            requests.gate.spaced(queue_id, run.duration_ms / 1000)
 
-    _with_follow_ups(queue_id, spaced_tick)
+def _spaced_tick(queue_id: int) -> None:
+    # Before reading anything: a change committed from now on must enqueue the next tick.
+    requests.gate.started(queue_id)
+    run = run_tick_waiting(queue_id)
+    if run is not None:
+        requests.gate.spaced(queue_id, run.duration_ms / 1000)
 
 
 @shared_task(ignore_result=True)

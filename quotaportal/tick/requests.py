@@ -136,8 +136,8 @@ _follow_ups = _FollowUps()
 def following_up() -> Iterator[set[int]]:
     """A worker's tick collects the ticks due at once that it asked for itself (a SIMULATED
     job it dispatched starts at the next tick), to run them right after it commits, in the
-    same process: sent through the broker, such a tick came 45-50 ms after the one that
-    asked, most of it delivery and a wait for a worker process."""
+    same process: sent through the broker, such a tick waits for its delivery and for a
+    free worker process."""
     _follow_ups.queue_ids = due = set()
     try:
         yield due
@@ -163,9 +163,7 @@ def note_ticked(env_id: int) -> None:
     if not settings.REDIS_URL:
         return  # the embedded loop's ticks are the periodic ones themselves
     try:
-        redis_client.client(settings.REDIS_URL).set(
-            _ticked_key(env_id), 1, px=max(1, round(settings.QP_TICK_SECONDS * 500))
-        )
+        redis_client.mark(_ticked_key(env_id), settings.QP_TICK_SECONDS / 2)
     except Exception:  # the beat's tick then runs, as before; nothing is lost
         log.warning("could not note the tick of environment %s", env_id, exc_info=True)
 
@@ -173,13 +171,13 @@ def note_ticked(env_id: int) -> None:
 def ticked_lately(queue_id: int) -> bool:
     """Did a tick of the queue's environment run in the last half period? The beat's
     periodic tick is then skipped: a busy environment (submits, ends, reports) is ticked
-    many times a period already, and under the Kueue shape the beat's ticks took 15 % of
-    the workers' time and delayed the ticks the jobs' starts and ends asked for."""
+    many times a period already, and the beat's ticks would only take worker time from
+    the ticks the jobs' starts and ends ask for."""
     env_id = environment_of(queue_id)
     if env_id is None or not settings.REDIS_URL:
         return False
     try:
-        return bool(redis_client.client(settings.REDIS_URL).exists(_ticked_key(env_id)))
+        return redis_client.marked(_ticked_key(env_id))
     except Exception:  # Redis's errors vary; then the beat ticks, as it always did
         return False
 
@@ -295,9 +293,7 @@ class TickGate:
         if spacing < 0.001:
             return
         if settings.REDIS_URL:
-            redis_client.client(settings.REDIS_URL).set(
-                _spacing_key(env_id), 1, px=max(1, round(spacing * 1000))
-            )
+            redis_client.mark(_spacing_key(env_id), spacing)
         else:
             with self._lock:
                 self._local_spacing[env_id] = time.monotonic() + spacing

@@ -64,7 +64,7 @@ class _Pace:
         if not settings.REDIS_URL:
             return False
         try:
-            return bool(redis_client.client(settings.REDIS_URL).exists(_resting_key()))
+            return redis_client.marked(_resting_key())
         except Exception:  # Redis's errors vary; this process's own rest still paces it
             return False
 
@@ -73,9 +73,7 @@ class _Pace:
         cls.local_until = time.monotonic() + seconds
         if settings.REDIS_URL and seconds >= 0.001:
             try:
-                redis_client.client(settings.REDIS_URL).set(
-                    _resting_key(), 1, px=max(1, round(seconds * 1000))
-                )
+                redis_client.mark(_resting_key(), seconds)
             except Exception:
                 log.warning("could not share the estimates' rest", exc_info=True)
 
