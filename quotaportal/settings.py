@@ -334,6 +334,23 @@ CELERY_BROKER_TRANSPORT = "quotaportal.infra.broker:Transport" if REDIS_URL else
 # deployment's prefix too, so deployments sharing a Redis database never share a task queue.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"global_keyprefix": f"{QP_REDIS_PREFIX}:celery:"}
 CELERY_RESULT_BACKEND = None
+# Long tasks (a refresh of every queue's estimates, a full plan of a long queue, a what-if's
+# replays, the usage roll-up) go to their own queue, so they never hold a worker process that
+# the ticks need: a worker run with `-X background` takes only the ticks and what follows them,
+# another with `-Q background` the long tasks. A worker given neither takes both, as one
+# worker alone must.
+CELERY_TASK_DEFAULT_QUEUE = "celery"
+BACKGROUND_QUEUE = "background"
+CELERY_TASK_QUEUES = {CELERY_TASK_DEFAULT_QUEUE: {}, BACKGROUND_QUEUE: {}}
+CELERY_TASK_ROUTES = {
+    f"quotaportal.{name}": {"queue": BACKGROUND_QUEUE}
+    for name in (
+        "quotas.tasks.refresh_all_estimates",
+        "quotas.tasks.plan_queues_fully",
+        "quotas.tasks.run_what_if_task",
+        "usage.tasks.roll_up_usage",
+    )
+}
 CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BEAT_SCHEDULE = {

@@ -57,12 +57,14 @@ def gpu_overlaps() -> list[str]:
 
 
 def outage_checks(stack, outages) -> tuple[dict, dict]:
-    """(figures, checks) after outages: the worker is alive and /healthz is healthy again
+    """(figures, checks) after outages: both workers are alive and /healthz is healthy again
     (given a minute: its worker heartbeat and the ticks have to come round)."""
     deadline = time.monotonic() + 60
     while (status := healthz(stack.url)) != 200 and time.monotonic() < deadline:
         time.sleep(2)
-    worker_alive = stack.processes["worker"].poll() is None
+    worker_alive = all(
+        stack.processes[name].poll() is None for name in ("worker", "worker-background")
+    )
     figures = {
         "outages": dict(outages.done),
         "unavailable_answers_during_outages": stack.api.unavailable_in_outages,

@@ -114,7 +114,7 @@ class Stack:
         return self.manage("create_user", user, *flags).strip().splitlines()[-1]
 
     def start_services(self, worker_concurrency: int = 2) -> None:
-        """gunicorn (2 threaded workers, gunicorn.conf.py), a Celery worker and beat."""
+        """gunicorn (2 threaded workers, gunicorn.conf.py), the Celery workers and beat."""
         self.start(
             "web",
             [
@@ -128,19 +128,18 @@ class Stack:
                 "60",
             ],
         )
+        # As deployed (docs/operators/deployment.md): the ticks' worker, and the long tasks'
+        # worker at a lower CPU priority.
         self.start(
-            "worker",
+            "worker", self._worker("ticks", "-X", "background", "--concurrency", worker_concurrency)
+        )
+        self.start(
+            "worker-background",
             [
-                self.bin("celery"),
-                "-A",
-                "quotaportal",
-                "worker",
-                "--without-gossip",
-                "--without-mingle",
-                "--concurrency",
-                str(worker_concurrency),
-                "--loglevel",
-                "WARNING",
+                "nice",
+                "-n",
+                "10",
+                *self._worker("background", "-Q", "background", "--concurrency", 1),
             ],
         )
         self.start(
@@ -164,6 +163,21 @@ class Stack:
             except (OSError, urllib.error.URLError):
                 time.sleep(0.5)
         raise SystemExit(f"the web server did not come up; see {self.dir / 'web.log'}")
+
+    def _worker(self, name: str, *options) -> list[str]:
+        return [
+            self.bin("celery"),
+            "-A",
+            "quotaportal",
+            "worker",
+            "--without-gossip",
+            "--without-mingle",
+            "--hostname",
+            f"{name}@%h",
+            *map(str, options),
+            "--loglevel",
+            "WARNING",
+        ]
 
     def wait_for_scheduler(self, admin_token: str, queue: str, timeout: float = 60) -> None:
         """Wait until a tick of `queue` has run: the beat and the worker are up. A benchmark

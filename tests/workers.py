@@ -25,9 +25,9 @@ def stack_module():
 
 
 @contextlib.contextmanager
-def worker_with_beat(repo, tmp_path, broker_url, **settings):
-    """A solo worker with an embedded beat on this test's database; yields its process and,
-    once it has stopped, its output in `log`."""
+def worker_with_beat(repo, tmp_path, broker_url, *options, **settings):
+    """A solo worker with an embedded beat on this test's database (`options` added to its
+    command); yields its process and, once it has stopped, its output in `log`."""
     database = os.environ["DATABASE_URL"].rsplit("/", 1)[0] + "/" + connection.settings_dict["NAME"]
     env = {**os.environ, "DATABASE_URL": database, "REDIS_URL": broker_url, **settings}
     celery = os.path.join(os.path.dirname(sys.executable), "celery")
@@ -48,6 +48,7 @@ def worker_with_beat(repo, tmp_path, broker_url, **settings):
             "INFO",
             "--schedule",
             str(tmp_path / "beat-schedule"),
+            *options,
         ],
         cwd=repo,
         env=env,

@@ -6,6 +6,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -163,6 +164,9 @@ def test_every_compose_command_exists_in_the_project(repo):
         else:
             steps = [command]
         for step in steps:
+            if step[:2] == ["nice", "-n"]:  # a lower CPU priority for what follows
+                assert shutil.which("nice"), f"{name}: nice is not installed"
+                step = step[3:]
             program = step[0]
             if program == "python" and step[1] == "manage.py":
                 assert step[2] in get_commands(), f"{name}: no management command {step[2]}"
@@ -175,12 +179,29 @@ def test_every_compose_command_exists_in_the_project(repo):
     assert "celery" in commands["beat"][0]
     assert "beat" in commands["beat"]
     compose = yaml.safe_load((repo / "docker-compose.yml").read_text())
-    for service in ("postgres", "redis", "web", "worker", "beat"):
+    for service in ("postgres", "redis", "web", "worker", "worker-background", "beat"):
         assert "healthcheck" in compose["services"][service], f"{service} has a health check"
     for agent in ("agent-1", "agent-2"):
         service = compose["services"][agent]
         assert set(service["environment"]) == {"QP_AGENT_TOKEN"}, "only its own token"
         assert "--token" not in service["command"]
+
+
+def test_the_compose_workers_take_every_task_queue_and_the_ticks_worker_no_long_task(repo):
+    from django.conf import settings
+
+    workers = [c for c in compose_commands(repo).values() if "worker" in c and "celery" in c]
+    taken = set()
+    for command in workers:
+        options = dict(zip(command, command[1:], strict=False))
+        if "-Q" in options:
+            taken |= set(options["-Q"].split(","))
+        else:
+            excluded = set(options.get("-X", "").split(","))
+            taken |= set(settings.CELERY_TASK_QUEUES) - excluded
+    assert taken == set(settings.CELERY_TASK_QUEUES), "a task queue no compose worker takes"
+    ticks = compose_commands(repo)["worker"]
+    assert settings.BACKGROUND_QUEUE in ticks[ticks.index("-X") + 1].split(",")
 
 
 def test_the_agent_says_to_simulate_when_there_are_no_gpus(capsys, monkeypatch):
