@@ -2,16 +2,17 @@
 
     .venv/bin/python scripts/soak.py [--agents 3] [--gpus 2] [--threads 4] [--minutes 3]
 
-Starts, on this machine, what docker-compose.yml runs: gunicorn (2 workers), one Celery worker,
-Celery beat, and N quotaportal-agent processes (simulated GPUs, one token each), on a new
-PostgreSQL database named for the run (`quotaportal_soak_<run>`) and an empty Redis database
-it claims (DATABASE_URL and REDIS_URL name the servers), dropped and emptied at the end unless
---keep; nothing else on those servers is touched. Two job queues share one LOCAL
-environment. M threads submit, raise and lower priorities and terminate jobs through the REST
-API for T minutes, while a chaos thread kills an agent with kill -9 (or SIGTERM) every few
-seconds and starts it again. With --outages, the run brings its own PostgreSQL and Redis
-servers (scripts/servers.py, on free ports) and an outage thread takes them down in turn: the
-broker killed for a while, the database stopped (connections cut) and started again.
+Starts, on this machine, what docker-compose.yml runs: gunicorn (2 workers), the two Celery
+workers (ticks, long tasks), Celery beat, and N quotaportal-agent processes (simulated GPUs, one
+token each), on a new PostgreSQL database named for the run (`quotaportal_soak_<run>`) and an
+empty Redis database it claims (DATABASE_URL and REDIS_URL name the servers), dropped and
+emptied at the end (--keep keeps the database); nothing else on those servers is touched. Two
+job queues share one LOCAL environment. M threads submit, raise and lower priorities and
+terminate jobs through the REST API for T minutes, while a chaos thread kills an agent with
+kill -9 (or SIGTERM) every few seconds and starts it again. With --outages, the run brings its own
+PostgreSQL and Redis servers (scripts/servers.py, on free ports) and an outage thread takes them
+down in turn: the broker killed for a while, the database stopped (connections cut) and started
+again.
 
 Every job runs a small program that takes an exclusive lock on its job id and on each GPU it
 was given (flock, released when its process dies), so a job running twice at once, or two

@@ -223,7 +223,8 @@ class Stack:
         )
 
     def stop(self, keep_data: bool = False) -> None:
-        """Stop every process, then drop this run's data unless asked to keep it."""
+        """Stop every process, then drop this run's data unless asked to keep it (its
+        PostgreSQL database: the Redis database is emptied either way)."""
         for process in self.processes.values():
             if process.poll() is None:
                 os.killpg(process.pid, signal.SIGTERM)
@@ -234,6 +235,10 @@ class Stack:
                 os.killpg(process.pid, signal.SIGKILL)
         if not keep_data:
             self.discard_data()
+        else:
+            # A kept run is read from its PostgreSQL database and its logs; its Redis database
+            # (queued tasks, tick marks) is emptied anyway, or kept runs would use up all 15.
+            release_redis_database(self.redis_url, self.run)
 
 
 CLAIM_KEY = "quotaportal:claimed-by"
