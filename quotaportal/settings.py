@@ -155,11 +155,10 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
     }
 elif envbool("QP_DB_PREPARED_STATEMENTS", True):
-    # PostgreSQL plans a statement the connection prepared once, not on every run: the hot
-    # paths (an agent's batch of reports and the tick it brings, a submit) repeat the same
-    # few dozen statements, and planning them cost as much as running them. Parameters are
-    # bound by the server, so the statement's text is the same on every run. Off for a
-    # pooler that cannot keep prepared statements (PgBouncer in transaction mode before 1.21).
+    # PostgreSQL plans a statement the connection prepared (bound by the server) once, not on
+    # every run: the hot paths (a batch of reports and its tick, a submit) repeat a few dozen
+    # statements, and planning them cost as much as running them. Off for a pooler that cannot
+    # keep prepared statements (PgBouncer in transaction mode before 1.21).
     DATABASES["default"]["OPTIONS"] = {"server_side_binding": True, "prepare_threshold": 2}
 REDIS_URL = os.environ.get("REDIS_URL", "")
 # Every key and channel the portal writes in Redis starts with this: deployments (or test
@@ -197,8 +196,7 @@ QP_AWS_ACCOUNT_ID = os.environ.get("QP_AWS_ACCOUNT_ID", "000000000000")
 QP_AWS_MAX_CALLS_PER_TICK = envint("QP_AWS_MAX_CALLS_PER_TICK", 60)
 QP_AWS_CONFIG_SECONDS = envint("QP_AWS_CONFIG_SECONDS", 30)
 QP_AWS_SYNC_SECONDS = envint("QP_AWS_SYNC_SECONDS", 10)  # a sync starts no call after this
-# SLURM environments: a Slurm command (sbatch, scancel, a look) that has not answered after
-# this long counts as Slurm unreachable.
+# SLURM: a Slurm command (sbatch, scancel, a look) unanswered this long means Slurm is unreachable.
 QP_SLURM_COMMAND_SECONDS = envint("QP_SLURM_COMMAND_SECONDS", 10)
 # A GPU host silent this long is LOST (its attempts fail "Host lost"); agents' leases last as long.
 QP_HOST_TIMEOUT = envint("QP_HOST_TIMEOUT", 30)
@@ -223,8 +221,8 @@ QP_FULL_PLAN_CHECK_SECONDS = envint("QP_FULL_PLAN_CHECK_SECONDS", 30)
 QP_HEADS_FROM_WAITING = envint("QP_HEADS_FROM_WAITING", 20_000)
 # /healthz answers 503 when an ENABLED queue has not ticked for this long (beat or worker down).
 QP_HEALTH_TICK_AGE = envint("QP_HEALTH_TICK_AGE", max(30, 5 * QP_TICK_SECONDS))
-# Beat prunes utilization samples older than QP_CHART_HOURS (the dashboard chart's longest
-# window) and scheduler runs older than QP_HISTORY_HOURS.
+# Beat prunes utilization samples older than QP_CHART_HOURS (the chart's longest window) and
+# scheduler runs older than QP_HISTORY_HOURS.
 QP_CHART_HOURS = envint("QP_CHART_HOURS", 7 * 24)
 QP_HISTORY_HOURS = envint("QP_HISTORY_HOURS", 24)
 # Start-time estimates of RUNNABLE jobs are refreshed this often per queue, each a forward
@@ -326,21 +324,17 @@ SPECTACULAR_SETTINGS = {
     },
 }
 
-# Celery: the broker is Redis; without REDIS_URL tasks run inline (embedded default).
+# Celery: the broker is Redis, through kombu's transport with a worker that survives losing
+# Redis (quotaportal.infra.broker); without REDIS_URL tasks run inline (embedded default).
 CELERY_BROKER_URL = REDIS_URL or "memory://"
-# kombu's Redis transport with a worker that survives losing Redis (quotaportal.infra.broker).
 CELERY_BROKER_TRANSPORT = "quotaportal.infra.broker:Transport" if REDIS_URL else None
 # Every key the broker writes (the task queues, `unacked`, `_kombu.binding.*`) starts with the
 # deployment's prefix too, so deployments sharing a Redis database never share a task queue.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"global_keyprefix": f"{QP_REDIS_PREFIX}:celery:"}
 CELERY_RESULT_BACKEND = None
-# Long tasks (a refresh of every queue's estimates, a full plan of a long queue, a what-if's
-# replays, the usage roll-up) go to their own queue, so they never hold a worker process that
-# the ticks need: a worker run with `-X background` takes only the ticks and what follows them,
-# another with `-Q background` the long tasks. A worker given neither takes both, as one
-# worker alone must.
-CELERY_TASK_DEFAULT_QUEUE = "celery"
-BACKGROUND_QUEUE = "background"
+# Long tasks have a queue of their own, so no tick waits for them: `-X background` workers
+# take the ticks, a `-Q background` one the long tasks; a worker given neither takes both.
+CELERY_TASK_DEFAULT_QUEUE, BACKGROUND_QUEUE = "celery", "background"
 CELERY_TASK_QUEUES = {CELERY_TASK_DEFAULT_QUEUE: {}, BACKGROUND_QUEUE: {}}
 CELERY_TASK_ROUTES = {
     f"quotaportal.{name}": {"queue": BACKGROUND_QUEUE}
@@ -353,33 +347,22 @@ CELERY_TASK_ROUTES = {
 }
 CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
 CELERY_TASK_IGNORE_RESULT = True
+
+
+def _periodic(task: str, seconds: float) -> dict:
+    # A run that waited longer than a period is stale (a tick above all): the next replaces it.
+    options = {"expires": max(seconds - 0.5, 0.5)}
+    return {"task": f"quotaportal.{task}", "schedule": float(seconds), "options": options}
+
+
 CELERY_BEAT_SCHEDULE = {
-    "tick-all-queues": {
-        "task": "quotaportal.quotas.tasks.tick_all_queues",
-        "schedule": float(QP_TICK_SECONDS),
-        # A tick that waited longer than one period is stale: the next one supersedes it.
-        "options": {"expires": max(QP_TICK_SECONDS - 0.5, 0.5)},
-    },
-    "deliver-notifications": {
-        "task": "quotaportal.notifications.tasks.deliver_notifications",
-        "schedule": float(QP_NOTIFY_SWEEP_SECONDS),
-        "options": {"expires": max(QP_NOTIFY_SWEEP_SECONDS - 0.5, 0.5)},
-    },
-    "roll-up-usage": {
-        "task": "quotaportal.usage.tasks.roll_up_usage",
-        "schedule": float(QP_USAGE_ROLLUP_SECONDS),
-        "options": {"expires": max(QP_USAGE_ROLLUP_SECONDS - 0.5, 0.5)},
-    },
-    "plan-queues-fully": {
-        "task": "quotaportal.quotas.tasks.plan_queues_fully",
-        "schedule": float(QP_FULL_PLAN_CHECK_SECONDS),
-        "options": {"expires": max(QP_FULL_PLAN_CHECK_SECONDS - 0.5, 0.5)},
-    },
-    "refresh-estimates": {
-        "task": "quotaportal.quotas.tasks.refresh_all_estimates",
-        "schedule": float(QP_ESTIMATE_SECONDS),
-        "options": {"expires": max(QP_ESTIMATE_SECONDS - 0.5, 0.5)},
-    },
+    "tick-all-queues": _periodic("quotas.tasks.tick_all_queues", QP_TICK_SECONDS),
+    "deliver-notifications": _periodic(
+        "notifications.tasks.deliver_notifications", QP_NOTIFY_SWEEP_SECONDS
+    ),
+    "roll-up-usage": _periodic("usage.tasks.roll_up_usage", QP_USAGE_ROLLUP_SECONDS),
+    "plan-queues-fully": _periodic("quotas.tasks.plan_queues_fully", QP_FULL_PLAN_CHECK_SECONDS),
+    "refresh-estimates": _periodic("quotas.tasks.refresh_all_estimates", QP_ESTIMATE_SECONDS),
 }
 
 # Errors go to stderr with their tracebacks in every mode, so a 500 under gunicorn or a

@@ -87,6 +87,8 @@ def test_each_long_task_is_routed_to_the_background_queue_and_the_ticks_are_not(
     from quotaportal.celery import app as portal
 
     assert set(dj_settings.CELERY_TASK_ROUTES) <= set(portal.tasks), "a route names no task"
+    beat = {entry["task"] for entry in dj_settings.CELERY_BEAT_SCHEDULE.values()}
+    assert beat <= set(portal.tasks), "beat would send a task no worker knows"
     router = deployment(broker).amqp.router
     long_tasks = (
         ESTIMATES,
