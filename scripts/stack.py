@@ -139,7 +139,7 @@ class Stack:
                 "nice",
                 "-n",
                 "10",
-                *self._worker("background", "-Q", "background", "--concurrency", 1),
+                *self._worker("background", "-Q", "background", "--concurrency", 2),
             ],
         )
         self.start(
