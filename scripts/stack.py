@@ -180,17 +180,35 @@ class Stack:
         ]
 
     def wait_for_scheduler(self, admin_token: str, queue: str, timeout: float = 60) -> None:
-        """Wait until a tick of `queue` has run: the beat and the worker are up. A benchmark
-        that began sooner would time the first seconds against their start-up (they take
-        most of both cores for 2-3 s) instead of against the running service."""
+        """Wait until a tick of `queue` has run and both workers have said they are alive: the
+        beat and the workers are up. A benchmark that began sooner would time the first
+        seconds against their start-up (they take most of both cores for 2-3 s) instead of
+        against the running service."""
         rest = Rest(self.url, admin_token)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             status, snapshot = rest.call("GET", f"job-queues/{queue}/snapshot/")
             if status == 200 and snapshot.get("last_tick_at"):
-                return
+                break
             time.sleep(0.2)
-        raise SystemExit(f"no tick of {queue} within {timeout:.0f} s; see {self.dir}/*.log")
+        else:
+            raise SystemExit(f"no tick of {queue} within {timeout:.0f} s; see {self.dir}/*.log")
+        self._wait_for_workers(deadline)
+
+    def _wait_for_workers(self, deadline: float) -> None:
+        """Each worker writes its name to the alive key once started, then every few seconds
+        (quotaportal.infra.worker_health): wait until both names have been seen there."""
+        import redis
+
+        store = redis.Redis.from_url(self.redis_url)
+        alive_key = f"{self.env.get('QP_REDIS_PREFIX', 'quotaportal')}:celery-worker-alive"
+        waiting = {"ticks", "background"}
+        while waiting and time.monotonic() < deadline:
+            name = (store.get(alive_key) or b"").decode()
+            waiting.discard(name.split("@", 1)[0])
+            time.sleep(0.05)
+        if waiting:
+            raise SystemExit(f"the {' and '.join(sorted(waiting))} worker did not start")
 
     def start_agent(self, name: str, gpus: int, unit: str, *extra: str) -> None:
         # Agents get the server's URL and their own token, nothing of the server's settings.
