@@ -25,9 +25,11 @@ class WorkerAlive(bootsteps.StartStopStep):
     def start(self, worker):
         from quotaportal.infra.worker_health import BEAT_SECONDS, record_worker_alive
 
-        record_worker_alive(worker.hostname)
+        # The queues -Q and -X left it (every declared one without them).
+        queues = sorted(worker.app.amqp.queues.consume_from)
+        record_worker_alive(worker.hostname, queues)
         self.timer_ref = worker.timer.call_repeatedly(
-            BEAT_SECONDS, record_worker_alive, (worker.hostname,), priority=10
+            BEAT_SECONDS, record_worker_alive, (worker.hostname, queues), priority=10
         )
 
     def stop(self, worker):

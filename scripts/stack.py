@@ -196,19 +196,17 @@ class Stack:
         self._wait_for_workers(deadline)
 
     def _wait_for_workers(self, deadline: float) -> None:
-        """Each worker writes its name to the alive key once started, then every few seconds
-        (quotaportal.infra.worker_health): wait until both names have been seen there."""
+        """Once started, each worker says so for every task queue it takes, in a key
+        (quotaportal.infra.worker_health): wait for the ticks' queue and the long tasks'."""
         import redis
 
         store = redis.Redis.from_url(self.redis_url)
-        alive_key = f"{self.env.get('QP_REDIS_PREFIX', 'quotaportal')}:celery-worker-alive"
-        waiting = {"ticks", "background"}
-        while waiting and time.monotonic() < deadline:
-            name = (store.get(alive_key) or b"").decode()
-            waiting.discard(name.split("@", 1)[0])
+        prefix = self.env.get("QP_REDIS_PREFIX", "quotaportal")
+        keys = [f"{prefix}:celery-worker-alive:{queue}" for queue in ("celery", "background")]
+        while store.exists(*keys) < len(keys):
+            if time.monotonic() > deadline:
+                raise SystemExit(f"a Celery worker did not start; see {self.dir}/worker*.log")
             time.sleep(0.05)
-        if waiting:
-            raise SystemExit(f"the {' and '.join(sorted(waiting))} worker did not start")
 
     def start_agent(self, name: str, gpus: int, unit: str, *extra: str) -> None:
         # Agents get the server's URL and their own token, nothing of the server's settings.

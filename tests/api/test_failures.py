@@ -13,7 +13,7 @@ from django.db import connection
 from django.test import override_settings
 
 from quotaportal.infra.redis_client import client as redis_client
-from quotaportal.infra.worker_health import key, record_worker_alive
+from quotaportal.infra.worker_health import key, queue_key, record_worker_alive
 from tests.builders import submit
 
 JOB = {"job_queue": "gpu", "quota_share": "vision", "capacity_unit": "a100", "name": "train"}
@@ -84,6 +84,19 @@ def test_healthz_says_when_no_worker_has_reported(client, settings):
     assert silent.status_code == 503
     assert "no Celery worker has reported" in silent.json()["reason"]
     record_worker_alive("test-worker")
+    assert client.get("/healthz").status_code == 200
+
+
+@pytest.mark.django_db
+def test_healthz_says_which_tasks_no_worker_takes(client, settings):
+    store = redis_client(settings.REDIS_URL)
+    store.delete(key(), *(queue_key(queue) for queue in settings.CELERY_TASK_QUEUES))
+    record_worker_alive("ticks@host", ["celery"])  # a worker started with -X background
+    silent = client.get("/healthz")
+    assert silent.status_code == 503
+    assert "no Celery worker has taken the background tasks" in silent.json()["reason"]
+    assert "-Q background" in silent.json()["reason"], "it says what to start"
+    record_worker_alive("background@host", ["background"])
     assert client.get("/healthz").status_code == 200
 
 

@@ -59,6 +59,9 @@ def test_the_ticks_worker_leaves_the_long_tasks_to_the_background_worker(
         wait_for(worker, lambda: Job.objects.get(pk=job.pk).status != "RUNNABLE", 30)
         assert Job.objects.get(pk=job.pk).status in ("SCHEDULED", "RUNNING"), "ticks are its"
         assert waiting(broker, dj_settings.BACKGROUND_QUEUE) == 1, "the estimates wait"
+        alive = redis.Redis.from_url(broker)
+        assert alive.exists("routed:celery-worker-alive:celery"), "/healthz hears of the ticks"
+        assert not alive.exists("routed:celery-worker-alive:background"), "nor of the rest"
     assert waiting(broker, dj_settings.BACKGROUND_QUEUE) == 1
     background = ("-Q", dj_settings.BACKGROUND_QUEUE)
     with worker_with_beat(repo, background_dir, broker, *background, **QUIET) as (worker, log):
