@@ -62,9 +62,8 @@ def outage_checks(stack, outages) -> tuple[dict, dict]:
     deadline = time.monotonic() + 60
     while (status := healthz(stack.url)) != 200 and time.monotonic() < deadline:
         time.sleep(2)
-    worker_alive = all(
-        stack.processes[name].poll() is None for name in ("worker", "worker-background")
-    )
+    workers = [p for name, p in stack.processes.items() if name.startswith("worker")]
+    worker_alive = all(process.poll() is None for process in workers)
     figures = {
         "outages": dict(outages.done),
         "unavailable_answers_during_outages": stack.api.unavailable_in_outages,
