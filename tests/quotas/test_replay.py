@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from datetime import timedelta
 
 import pytest
@@ -12,7 +13,13 @@ from quotaportal.quotas import services
 from quotaportal.quotas.models import Job
 from quotaportal.tick.run import run_tick
 from quotaportal.whatif.replays.history import parse_duration, queue_history
-from quotaportal.whatif.replays.stack import VirtualClock, replay, setup_queues
+from quotaportal.whatif.replays.stack import (
+    RealClock,
+    VirtualClock,
+    latencies,
+    replay,
+    setup_queues,
+)
 from scheduler import Share, Strategy
 from scheduler.simulate import QueueConfig, QueueWorkload, WorkJob, Workload, simulate
 from scheduler.simulate.workload import load_workload
@@ -129,3 +136,42 @@ def test_the_commands_refuse_what_they_cannot_do_with_a_clear_message(db, tmp_pa
     bad.write_text("[]")
     with pytest.raises(CommandError, match="one JSON object"):
         call_command("replay", str(bad), "--setup", "x")
+
+
+def test_a_replays_time_is_its_last_jobs_end_not_when_the_replay_looked(db):
+    """The replay looks at its jobs now and then (POLL_S, and here a slow progress report);
+    the workload's time is when the last job ended on the services' clock."""
+    workload = Workload(
+        "late-look",
+        (
+            QueueWorkload(
+                QueueConfig("late-look", {"a100": 1}, (Share("solo", {"a100": 1}),)),
+                (WorkJob("j1", "solo", "a100", 1, 0, 0.0, 0.2),),
+            ),
+        ),
+    )
+    queues = setup_queues(workload, "late-look")
+    clock = RealClock()
+
+    def slow_progress(done, total):
+        time.sleep(0.4)  # a watcher that looks late
+
+    result = replay(workload, queues, clock=clock, tick_s=0.1, progress=slow_progress)
+    assert result.unfinished == 0
+    job = Job.objects.get(pk=result.job_ids["j1"])
+    assert result.wall_s == clock.seconds_between(result.began_at, job.stopped_at)
+    assert result.wall_s < clock.elapsed() - 0.4  # the late looks are not the workload's time
+
+
+def test_a_replay_says_how_late_the_stack_acted_on_its_moments(db):
+    """On a 1 s tick a SIMULATED job starts one tick after its dispatch and ends on the first
+    tick at or after its duration: the latencies read back from the jobs and the ticks."""
+    workload = _workload()
+    queues = setup_queues(workload, "lags")
+    result = replay(workload, queues, clock=VirtualClock(), tick_s=1.0)
+    lags = latencies(result)
+    assert lags["start_after_dispatch_ms_p50"] == 1000.0
+    assert 0 <= lags["end_after_duration_ms_mean"] < 1000
+    assert 0 <= lags["end_after_duration_ms_p90"] < 1000
+    assert lags["ticks_run"] == result.ticks  # one queue, ticked once a grid step, none skipped
+    assert lags["tick_ms_mean"] > 0

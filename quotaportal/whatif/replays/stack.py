@@ -4,6 +4,7 @@ production (or on a period). Every write goes through `services`."""
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections import deque
 from collections.abc import Callable
@@ -11,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from itertools import groupby
 
+from django.db.models import Max
 from django.utils import timezone
 
 from quotaportal.quotas import services
@@ -19,10 +21,13 @@ from quotaportal.quotas.models import (
     CapacityUnit,
     Job,
     JobQueue,
+    JobStatus,
+    SchedulerRun,
     Team,
 )
 from quotaportal.tick.run import run_tick
 from scheduler.simulate import WorkJob, Workload, capacity_bound_s
+from scheduler.simulate.report import percentile
 
 POLL_S = 0.25
 
@@ -46,6 +51,10 @@ class RealClock:
     def at(self, offset: float) -> datetime | None:
         return None  # the services read the real time
 
+    def seconds_between(self, earlier: datetime, later: datetime) -> float:
+        """Of this clock, between two times the services stamped."""
+        return (later - earlier).total_seconds() * self.speed
+
 
 class VirtualClock:
     """Time that moves only when the replay says so: tests replay hours in milliseconds."""
@@ -65,6 +74,9 @@ class VirtualClock:
     def at(self, offset: float) -> datetime:
         return self.origin + timedelta(seconds=offset)
 
+    def seconds_between(self, earlier: datetime, later: datetime) -> float:
+        return (later - earlier).total_seconds()
+
 
 @dataclass
 class ReplayResult:
@@ -74,6 +86,7 @@ class ReplayResult:
     capacity_bound_s: float = 0.0
     ticks: int = 0
     unfinished: int = 0
+    began_at: datetime | None = None  # the replay's start, as the services stamp times
     # The replay owns its queues while it runs: share and unit lookups are cached between batches.
     lookups: dict = field(default_factory=dict)
 
@@ -142,7 +155,7 @@ def replay(
     began = clock.elapsed()
     # The replay's jobs are the queues' jobs created from now on (a count by queue and
     # status is cheap; one by 15,000 ids is not).
-    since = clock.at(first) or timezone.now()
+    since = result.began_at = clock.at(first) or timezone.now()
     next_tick = first if tick_s else None
     counted, unfinished = float("-inf"), 0
     while True:
@@ -173,7 +186,46 @@ def replay(
         wake = min(upcoming) if upcoming else now + POLL_S
         clock.sleep_until(began + min(wake, now + clock.poll_s) - first)
     result.wall_s = clock.elapsed() - began
+    if not result.unfinished:
+        # The workload's time is its last job's end, not the moment this loop looked (up to
+        # POLL_S later).
+        last_end = _jobs_since(queues, since).aggregate(last=Max("stopped_at"))["last"]
+        if last_end is not None:
+            result.wall_s = clock.seconds_between(since, last_end)
     return result
+
+
+def latencies(result: ReplayResult) -> dict:
+    """How late the stack acted on the replay's moments, in milliseconds of the services'
+    clock: a job's start after its dispatch (a SIMULATED job starts on the tick after it),
+    its end after its duration (the tick at that instant), and the ticks that ran."""
+    jobs = _jobs_since(result.queues, result.began_at).filter(status=JobStatus.SUCCEEDED)
+    timings = jobs.values_list(
+        "scheduled_at", "started_at", "stopped_at", "simulated_duration_seconds"
+    )
+    starts, ends = [], []
+    for scheduled, started, stopped, seconds in timings:
+        starts.append((started - scheduled).total_seconds() * 1000)
+        ends.append(((stopped - started).total_seconds() - seconds) * 1000)
+    ticks = SchedulerRun.objects.filter(
+        job_queue__in=list(result.queues.values()),
+        started_at__gte=result.began_at,
+        skipped=False,
+    ).values_list("duration_ms", flat=True)
+    ticks = list(ticks)
+    starts.sort()
+    ends.sort()
+    return {
+        "start_after_dispatch_ms_p50": _ms(percentile(starts, 0.5)),
+        "end_after_duration_ms_mean": _ms(statistics.fmean(ends) if ends else None),
+        "end_after_duration_ms_p90": _ms(percentile(ends, 0.9)),
+        "ticks_run": len(ticks),
+        "tick_ms_mean": _ms(statistics.fmean(ticks) if ticks else None),
+    }
+
+
+def _ms(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)
 
 
 def _workload_events(workload: Workload) -> deque:
@@ -232,6 +284,9 @@ def _raise(result: ReplayResult, job: WorkJob, priority: int) -> None:
 
 
 def _unfinished(queues: dict, since: datetime) -> int:
-    return Job.objects.filter(
-        job_queue__in=list(queues.values()), created_at__gte=since, status__in=ACTIVE
-    ).count()
+    return _jobs_since(queues, since).filter(status__in=ACTIVE).count()
+
+
+def _jobs_since(queues: dict, since: datetime):
+    """The replay's jobs: its queues' jobs created since it began."""
+    return Job.objects.filter(job_queue__in=list(queues.values()), created_at__gte=since)

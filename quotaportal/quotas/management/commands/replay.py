@@ -17,7 +17,7 @@ from django.db import close_old_connections
 from quotaportal.quotas.models import Backend, JobQueue, QuotaShare
 from quotaportal.quotas.tasks import tick_queue
 from quotaportal.tick.run import run_tick
-from quotaportal.whatif.replays.stack import RealClock, replay, setup_queues
+from quotaportal.whatif.replays.stack import RealClock, latencies, replay, setup_queues
 from scheduler.simulate.loaders import kueue_baseline
 from scheduler.simulate.workload import WorkloadError, load_workload
 
@@ -75,12 +75,19 @@ class Command(BaseCommand):
             if result.capacity_bound_s
             else None,
             "ticks_asked": result.ticks,
+            **latencies(result),
         }
         self.stdout.write(
             f"{workload.job_count:,} jobs replayed in {summary['workload_s']} s of workload time "
             f"({summary['wall_s']} s wall) against a capacity bound of "
             f"{summary['capacity_bound_s']} s: {summary['ratio']}x"
             + (f"; {result.unfinished:,} had not ended at the timeout" if result.unfinished else "")
+        )
+        self.stdout.write(
+            f"a job started {summary['start_after_dispatch_ms_p50']} ms (p50) after its dispatch "
+            f"and ended {summary['end_after_duration_ms_mean']} ms (mean; p90 "
+            f"{summary['end_after_duration_ms_p90']} ms) after its duration; "
+            f"{summary['ticks_run']:,} ticks ran, {summary['tick_ms_mean']} ms each (mean)"
         )
         if options["json"]:
             self.stdout.write(json.dumps(summary))
