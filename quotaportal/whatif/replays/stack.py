@@ -205,14 +205,17 @@ def latencies(result: ReplayResult) -> dict:
     )
     starts, ends = [], []
     for scheduled, started, stopped, seconds in timings:
+        if None in (scheduled, started, stopped, seconds):
+            continue  # a job of the queue's own, not the workload's (`replay --queue`)
         starts.append((started - scheduled).total_seconds() * 1000)
         ends.append(((stopped - started).total_seconds() - seconds) * 1000)
-    ticks = SchedulerRun.objects.filter(
-        job_queue__in=list(result.queues.values()),
-        started_at__gte=result.began_at,
-        skipped=False,
-    ).values_list("duration_ms", flat=True)
-    ticks = list(ticks)
+    ticks = list(
+        SchedulerRun.objects.filter(
+            job_queue__in=list(result.queues.values()),
+            started_at__gte=result.began_at,
+            skipped=False,
+        ).values_list("duration_ms", flat=True)
+    )
     starts.sort()
     ends.sort()
     return {
