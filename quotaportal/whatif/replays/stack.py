@@ -160,16 +160,9 @@ def replay(
     counted, unfinished = float("-inf"), 0
     while True:
         now = first + clock.elapsed() - began  # on the workload's clock
-        due = []
-        while pending and pending[0][0] <= now:
-            due.append(pending.popleft())
-        _submit_due(result, queues, due, clock)
+        _submit_due(result, queues, _pop_due(pending, now), clock)
         if next_tick is not None and next_tick <= now:
-            for queue in queues.values():
-                tick(queue, clock.at(next_tick))
-            result.ticks += 1
-            while next_tick <= now:  # a replay that fell behind skips the ticks it missed
-                next_tick += tick_s
+            next_tick = _tick_grid(result, tick, clock, next_tick, tick_s, now)
         # Counting is for the end and for progress: once a second of the clock at most.
         if not pending or clock.elapsed() - counted >= 1.0:
             counted = clock.elapsed()
@@ -181,18 +174,48 @@ def replay(
         if clock.elapsed() - began > timeout_s:
             result.unfinished = unfinished
             break
-        upcoming = [t for t in (pending[0][0] if pending else None, next_tick) if t is not None]
-        # Without ticks of its own the replay only watches the system: look every POLL_S.
-        wake = min(upcoming) if upcoming else now + POLL_S
-        clock.sleep_until(began + min(wake, now + clock.poll_s) - first)
-    result.wall_s = clock.elapsed() - began
-    if not result.unfinished:
-        # The workload's time is its last job's end, not the moment this loop looked (up to
-        # POLL_S later).
-        last_end = _jobs_since(queues, since).aggregate(last=Max("stopped_at"))["last"]
-        if last_end is not None:
-            result.wall_s = clock.seconds_between(since, last_end)
+        wake = _next_wake(pending, next_tick, now, clock)
+        clock.sleep_until(began + wake - first)
+    result.wall_s = _workload_time(result, clock, began)
     return result
+
+
+def _next_wake(pending: deque, next_tick: float | None, now: float, clock) -> float:
+    """When the replay next has something to do, on the workload's clock: the next submit or
+    grid tick; without ticks of its own it only watches the system, every POLL_S."""
+    upcoming = [t for t in (pending[0][0] if pending else None, next_tick) if t is not None]
+    wake = min(upcoming) if upcoming else now + POLL_S
+    return min(wake, now + clock.poll_s)
+
+
+def _pop_due(pending: deque, now: float) -> list:
+    """The workload's events due by `now`, taken off the front of `pending`."""
+    due = []
+    while pending and pending[0][0] <= now:
+        due.append(pending.popleft())
+    return due
+
+
+def _tick_grid(result: ReplayResult, tick, clock, next_tick: float, tick_s: float, now: float):
+    """Tick every queue at the grid's instant `next_tick`; the next instant after `now` (a
+    replay that fell behind skips the ticks it missed)."""
+    for queue in result.queues.values():
+        tick(queue, clock.at(next_tick))
+    result.ticks += 1
+    while next_tick <= now:
+        next_tick += tick_s
+    return next_tick
+
+
+def _workload_time(result: ReplayResult, clock, began: float) -> float:
+    """The workload's time: its last job's end, not the moment the replay looked (up to
+    POLL_S later); when jobs had not ended, how long the replay waited."""
+    if not result.unfinished:
+        jobs = _jobs_since(result.queues, result.began_at)
+        last_end = jobs.aggregate(last=Max("stopped_at"))["last"]
+        if last_end is not None:
+            return clock.seconds_between(result.began_at, last_end)
+    return clock.elapsed() - began
 
 
 def latencies(result: ReplayResult) -> dict:
