@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 
-from celery import Celery, bootsteps
+from celery import Celery, bootsteps, signals
+from django.db import close_old_connections
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "quotaportal.settings")
 
@@ -39,3 +40,15 @@ class WorkerAlive(bootsteps.StartStopStep):
 
 
 app.steps["worker"].add(WorkerAlive)
+
+
+@signals.task_prerun.connect
+@signals.task_postrun.connect
+def close_obsolete_connections(sender=None, **kwargs) -> None:
+    """Around each task a worker runs, as around a web request: a connection past
+    CONN_MAX_AGE, or left unusable by an error (the database restarted), is closed, and the
+    next query opens a new one; a sound one is kept for the next task
+    (settings.CELERY_DB_REUSE_MAX). A task run inline (eager) is part of its caller's work,
+    maybe inside its transaction: its connection is the caller's."""
+    if not getattr(sender.request, "is_eager", False):
+        close_old_connections()
