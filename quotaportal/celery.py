@@ -11,6 +11,11 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "quotaportal.settings")
 
 app = Celery("quotaportal")
 app.config_from_object("django.conf:settings", namespace="CELERY")
+# Celery's Django fixup closes the database connection around every task unless this is set
+# (then every this many tasks): a tick would start a new PostgreSQL backend, with cold caches
+# and none of its prepared statements. Connections live by CONN_MAX_AGE instead, as a web
+# request's do (close_obsolete_connections).
+app.conf.CELERY_DB_REUSE_MAX = 10_000
 app.autodiscover_tasks()
 
 
@@ -48,7 +53,7 @@ def close_obsolete_connections(sender=None, **kwargs) -> None:
     """Around each task a worker runs, as around a web request: a connection past
     CONN_MAX_AGE, or left unusable by an error (the database restarted), is closed, and the
     next query opens a new one; a sound one is kept for the next task
-    (settings.CELERY_DB_REUSE_MAX). A task run inline (eager) is part of its caller's work,
+    (CELERY_DB_REUSE_MAX above). A task run inline (eager) is part of its caller's work,
     maybe inside its transaction: its connection is the caller's."""
     if not getattr(sender.request, "is_eager", False):
         close_old_connections()

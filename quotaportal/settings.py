@@ -346,11 +346,6 @@ CELERY_TASK_ROUTES = {
     )
 }
 CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
-# Celery's Django fixup closes the database connection around every task unless this is set
-# (it then closes it every this many tasks): a tick's worker would open a connection per tick,
-# a new PostgreSQL backend with cold caches and none of its prepared statements. Connections
-# live by CONN_MAX_AGE instead, as a web request's do (quotaportal.celery).
-CELERY_DB_REUSE_MAX = 10_000
 CELERY_TASK_IGNORE_RESULT = True
 
 

@@ -10,7 +10,29 @@ import subprocess
 import sys
 import time
 
+from celery import Celery
 from django.db import connection
+
+TICK = "quotaportal.quotas.tasks.tick_queue_now"
+# No beat task comes due while a test runs: the only messages are the ones it sends.
+QUIET = {
+    "QP_TICK_SECONDS": "600",
+    "QP_ESTIMATE_SECONDS": "600",
+    "QP_FULL_PLAN_CHECK_SECONDS": "600",
+    "QP_USAGE_ROLLUP_SECONDS": "600",
+    "QP_NOTIFY_SWEEP_SECONDS": "600",
+    "QP_IMMEDIATE_TICKS": "0",
+    "QP_REDIS_PREFIX": "routed",
+}
+
+
+def deployment(broker: str) -> Celery:
+    """The portal's own Celery settings (routes included), on this test's broker."""
+    app = Celery(set_as_current=False)
+    app.config_from_object("django.conf:settings", namespace="CELERY")
+    app.conf.broker_url = broker
+    app.conf.broker_transport_options = {"global_keyprefix": "routed:celery:"}
+    return app
 
 
 def stack_module():

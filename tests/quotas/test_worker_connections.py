@@ -14,8 +14,7 @@ from django.db import connection
 from quotaportal.quotas.models import Job
 from quotaportal.quotas.tasks import tick_queue_now
 from tests.builders import submit
-from tests.quotas.test_background_queue import QUIET, TICK, deployment
-from tests.workers import wait_for, worker_with_beat
+from tests.workers import QUIET, TICK, deployment, wait_for, worker_with_beat
 
 
 def _task_ends() -> None:
