@@ -27,7 +27,7 @@ from quotaportal.quotas.models import (
 )
 from quotaportal.tick.run import run_tick
 from scheduler.simulate import WorkJob, Workload, capacity_bound_s
-from scheduler.simulate.report import percentile
+from scheduler.simulate.report import percentile, rounded
 
 POLL_S = 0.25
 
@@ -242,16 +242,12 @@ def latencies(result: ReplayResult) -> dict:
     starts.sort()
     ends.sort()
     return {
-        "start_after_dispatch_ms_p50": _ms(percentile(starts, 0.5)),
-        "end_after_duration_ms_mean": _ms(statistics.fmean(ends) if ends else None),
-        "end_after_duration_ms_p90": _ms(percentile(ends, 0.9)),
+        "start_after_dispatch_ms_p50": rounded(percentile(starts, 0.5), 1),
+        "end_after_duration_ms_mean": rounded(statistics.fmean(ends) if ends else None, 1),
+        "end_after_duration_ms_p90": rounded(percentile(ends, 0.9), 1),
         "ticks_run": len(ticks),
-        "tick_ms_mean": _ms(statistics.fmean(ticks) if ticks else None),
+        "tick_ms_mean": rounded(statistics.fmean(ticks) if ticks else None, 1),
     }
-
-
-def _ms(value: float | None) -> float | None:
-    return None if value is None else round(value, 1)
 
 
 def _workload_events(workload: Workload) -> deque:
