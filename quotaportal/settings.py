@@ -205,20 +205,20 @@ QP_HOST_TIMEOUT = envint("QP_HOST_TIMEOUT", 30)
 QP_LONG_POLL_SLOTS = envint("QP_LONG_POLL_SLOTS", max(1, envint("QP_WEB_THREADS", 32) // 4))
 # Enqueue a tick right after a submit, priority change, termination or job end.
 QP_IMMEDIATE_TICKS = envbool("QP_IMMEDIATE_TICKS", True)
-# A tick re-plans a queue nothing has changed at least this often, as a safety net.
+# A tick plans a queue nothing changed in at least this often (safety net); a STRICT queue's
+# tick reads the first QP_TICK_HEADS jobs of each share's line (more where the plan needs
+# them) once QP_HEADS_FROM_WAITING jobs, or QP_HEADS_FROM_WAITING_PER_SHARE per share if
+# fewer, waited at its last full read (a shorter queue is read whole: bridge.heads_pay_off).
+# Every QP_FULL_PLAN_SECONDS (0: every tick) every job is read and planned outside the tick
+# lock (beat's "plan-queues-fully"), by a tick only when that has not come for twice as long.
 QP_FULL_REPLAN_SECONDS = envint("QP_FULL_REPLAN_SECONDS", 30)
-# A STRICT queue's tick reads the first QP_TICK_HEADS jobs of each share's line (more where
-# the plan needs them); every job is read and planned every QP_FULL_PLAN_SECONDS outside the
-# tick lock (tick.full_plan, beat's "plan-queues-fully"), by a tick itself only when that
-# has not come for twice as long (0: every tick reads every job).
 QP_TICK_HEADS = envint("QP_TICK_HEADS", 8)
 if QP_TICK_HEADS < 1:
     raise ValueError(f"QP_TICK_HEADS must be at least 1, got {QP_TICK_HEADS}")
-QP_FULL_PLAN_SECONDS = envint("QP_FULL_PLAN_SECONDS", 300)
-# How often beat looks for a queue whose full plan is due.
-QP_FULL_PLAN_CHECK_SECONDS = envint("QP_FULL_PLAN_CHECK_SECONDS", 30)
-# ... once at least this many jobs waited at its last full read (a shorter queue is read whole).
 QP_HEADS_FROM_WAITING = envint("QP_HEADS_FROM_WAITING", 20_000)
+QP_HEADS_FROM_WAITING_PER_SHARE = envint("QP_HEADS_FROM_WAITING_PER_SHARE", 50)
+QP_FULL_PLAN_SECONDS = envint("QP_FULL_PLAN_SECONDS", 300)
+QP_FULL_PLAN_CHECK_SECONDS = envint("QP_FULL_PLAN_CHECK_SECONDS", 30)  # beat looks this often
 # /healthz answers 503 when an ENABLED queue has not ticked for this long (beat or worker down).
 QP_HEALTH_TICK_AGE = envint("QP_HEALTH_TICK_AGE", max(30, 5 * QP_TICK_SECONDS))
 # Beat prunes utilization samples older than QP_CHART_HOURS (the chart's longest window) and

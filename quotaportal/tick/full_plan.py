@@ -30,7 +30,14 @@ from django.utils import timezone
 
 from quotaportal.infra.locks import lock_environment, session_lock
 from quotaportal.quotas.backends import backend_for
-from quotaportal.quotas.models import DISPATCHED, Job, JobQueue, SchedulerRun, TickMemo
+from quotaportal.quotas.models import (
+    DISPATCHED,
+    Job,
+    JobQueue,
+    QuotaShare,
+    SchedulerRun,
+    TickMemo,
+)
 from quotaportal.tick import bridge, changes
 from quotaportal.tick.bridge import fairness
 from quotaportal.tick.carry import Planned, carry_out
@@ -66,7 +73,8 @@ def is_due(queue: JobQueue, now) -> bool:
     memo = TickMemo.of(queue)
     if not bridge.reads_heads(queue) or memo.fully_planned_at is None:
         return False
-    if (memo.fully_planned_waiting or 0) < settings.QP_HEADS_FROM_WAITING:
+    shares = QuotaShare.objects.filter(job_queue_id=queue.pk).count()
+    if not bridge.heads_pay_off(memo.fully_planned_waiting or 0, shares):
         return False
     return (now - memo.fully_planned_at).total_seconds() >= settings.QP_FULL_PLAN_SECONDS
 

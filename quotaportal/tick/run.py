@@ -293,14 +293,14 @@ def _reads_heads(queue: JobQueue, now, fit_units, terms: bridge.Terms, backend) 
     any job waiting on that unit changes), or every job was last read QP_FULL_PLAN_SECONDS ago
     (the full plan is the safety net for writes that bypassed the services; tick.full_plan
     makes it outside the lock, and a tick only when that has not come for twice as long), or
-    fewer than QP_HEADS_FROM_WAITING jobs waited then (a short queue is cheaper to read whole
-    than to read line by line and plan again when a line runs short)."""
+    too few jobs waited then for its shares (bridge.heads_pay_off: a short queue is cheaper to
+    read whole than to read line by line and plan again when a line runs short)."""
     if fit_units or backend.schedules_itself or not bridge.reads_heads(queue):
         return False
     memo = TickMemo.of(queue)
     if memo.planned_terms != terms.digest or memo.fully_planned_at is None:
         return False
-    if (memo.fully_planned_waiting or 0) < settings.QP_HEADS_FROM_WAITING:
+    if not bridge.heads_pay_off(memo.fully_planned_waiting or 0, len(terms.rows)):
         return False
     # The full plan is due after QP_FULL_PLAN_SECONDS and made outside the tick lock
     # (tick.full_plan); a tick makes it only when none has come for twice as long.

@@ -180,6 +180,28 @@ def test_a_short_queue_is_read_whole_every_tick(settings, people, fleet):
     assert TickMemo.objects.get(pk=queue.pk).fully_planned_at > first_full
 
 
+@pytest.mark.postgresql
+@pytest.mark.parametrize(("per_share", "reads_heads"), [(5, True), (7, False)])
+def test_a_queue_of_few_shares_is_read_by_its_heads_once_enough_wait_for_each(
+    settings, people, fleet, per_share, reads_heads
+):
+    """Twelve waited at the full read, in a queue of two shares: enough at five a share, too
+    few at seven, however far below QP_HEADS_FROM_WAITING."""
+    settings.QP_TICK_HEADS = 1
+    settings.QP_HEADS_FROM_WAITING = 20_000
+    settings.QP_HEADS_FROM_WAITING_PER_SHARE = per_share
+    queue = fleet.queue
+    for i in range(12):
+        _submit(people.alice, queue, "vision", f"v{i}")
+    run_tick(queue.id)
+    first_full = TickMemo.objects.get(pk=queue.pk).fully_planned_at
+    services.set_priority(people.alice, Job.objects.get(name="v11"), 7)
+    assert run_tick(queue.id).replanned
+    read_whole = TickMemo.objects.get(pk=queue.pk).fully_planned_at > first_full
+    assert read_whole is not reads_heads
+    _assert_stored_as_a_full_plan_says(queue)
+
+
 def test_a_head_pushed_back_behind_the_heads_read_is_explained_again(settings, people, fleet):
     settings.QP_TICK_HEADS = 2
     settings.QP_HEADS_FROM_WAITING = 0

@@ -38,8 +38,8 @@ class TickMemo(models.Model):
     # change the pending reason of any waiting job, so they bring a full plan.
     fully_planned_at = models.DateTimeField(null=True, blank=True)
     planned_terms = models.CharField(max_length=64, blank=True)
-    # How many jobs waited at that full plan: a queue shorter than QP_HEADS_FROM_WAITING is
-    # read whole every tick (reading the heads costs more than it saves there).
+    # How many jobs waited at that full plan: a queue too short for its shares is read whole
+    # every tick (tick.bridge.heads_pay_off: reading the heads costs more than it saves there).
     fully_planned_waiting = models.IntegerField(null=True, blank=True)
     # The utilization sample ticks last wrote (UtilizationSample), so a tick compares usage
     # without reading the history.

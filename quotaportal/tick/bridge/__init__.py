@@ -17,7 +17,7 @@ from quotaportal.tick.bridge.capacity import (
     usable_capacity,
 )
 from quotaportal.tick.bridge.fronts import read_fronts, waiting_in_order
-from quotaportal.tick.bridge.heads import plan_heads, reads_heads
+from quotaportal.tick.bridge.heads import heads_pay_off, plan_heads, reads_heads
 from quotaportal.tick.bridge.snapshot import (
     ACTIVE_JOBS_SQL,
     Loaded,
@@ -44,6 +44,7 @@ __all__ = [
     "changed_reasons",
     "environment_limits",
     "fit_targets",
+    "heads_pay_off",
     "load_snapshot",
     "most_capacity",
     "next_reservation_end",

@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from functools import partial
 
+from django.conf import settings
 from django.db import connection
 from psycopg import pq
 
@@ -67,6 +68,16 @@ def reads_heads(queue: JobQueue) -> bool:
     with STRICT ordering (every job behind a head waits BEHIND_SHARE_HEAD, so the reasons
     of the jobs it does not read stay true), on PostgreSQL."""
     return connection.vendor == "postgresql" and queue.ordering == Ordering.STRICT
+
+
+def heads_pay_off(waiting: int, shares: int) -> bool:
+    """Whether a queue in which `waiting` jobs waited at its last full read, with `shares`
+    shares, costs less read by the heads of its lines than read whole. A heads read walks each
+    share's line, a whole read every waiting job: by `manage.py bench_tick`, the heads win
+    from about 50 waiting jobs a share (QP_HEADS_FROM_WAITING_PER_SHARE), and at any count
+    from QP_HEADS_FROM_WAITING (a queue's reads are bounded however many shares it has)."""
+    per_share = settings.QP_HEADS_FROM_WAITING_PER_SHARE * max(shares, 1)
+    return waiting >= min(settings.QP_HEADS_FROM_WAITING, per_share)
 
 
 def plan_heads(queue: JobQueue, now: datetime, terms: Terms, first: int) -> tuple[Loaded, Plan]:
