@@ -69,8 +69,8 @@ def test_a_workers_ticks_share_one_database_connection(people, fleet, repo, tmp_
         pytest.skip("backends are PostgreSQL's")
     app = deployment(broker)
     first = submit(people.alice, fleet)
-    settings = {**QUIET, "PGAPPNAME": WORKER_NAME}
-    with worker_with_beat(repo, tmp_path, broker, "-X", "background", **settings) as (worker, _):
+    named = {**QUIET, "PGAPPNAME": WORKER_NAME}
+    with worker_with_beat(repo, tmp_path, broker, "-X", "background", **named) as (worker, _):
         app.send_task(TICK, args=[fleet.queue.pk])
         wait_for(worker, lambda: Job.objects.get(pk=first.pk).status != "RUNNABLE", 30)
         # A connection the worker closed at its start may linger in the view for a moment.

@@ -74,8 +74,8 @@ def heads_pay_off(waiting: int, shares: int) -> bool:
     """Whether a queue in which `waiting` jobs waited at its last full read, with `shares`
     shares, costs less read by the heads of its lines than read whole. A heads read walks each
     share's line, a whole read every waiting job: by `manage.py bench_tick`, the heads win
-    from about 50 waiting jobs a share (QP_HEADS_FROM_WAITING_PER_SHARE), and at any count
-    from QP_HEADS_FROM_WAITING (a queue's reads are bounded however many shares it has)."""
+    from 30 to 100 waiting jobs a share (QP_HEADS_FROM_WAITING_PER_SHARE: 50), and at any
+    count from QP_HEADS_FROM_WAITING (a queue's reads are bounded however many shares)."""
     per_share = settings.QP_HEADS_FROM_WAITING_PER_SHARE * max(shares, 1)
     return waiting >= min(settings.QP_HEADS_FROM_WAITING, per_share)
 
