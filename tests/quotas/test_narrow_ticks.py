@@ -167,17 +167,27 @@ def test_a_new_job_behind_the_heads_is_explained_and_a_quiet_queue_is_left_alone
     assert not run_tick(queue.id).replanned
 
 
+def _twelve_waiting_read_whole_then_changed(people, queue):
+    """Twelve of vision's jobs, read whole by a first tick (twelve waited as it read them),
+    then one of them raised: when that full read was."""
+    for i in range(12):
+        _submit(people.alice, queue, "vision", f"v{i}")
+    run_tick(queue.id)
+    first_full = TickMemo.objects.get(pk=queue.pk).fully_planned_at
+    services.set_priority(people.alice, Job.objects.get(name="v11"), 7)
+    return first_full
+
+
+def _read_whole_since(queue, first_full) -> bool:
+    return TickMemo.objects.get(pk=queue.pk).fully_planned_at > first_full
+
+
 def test_a_short_queue_is_read_whole_every_tick(settings, people, fleet):
     settings.QP_TICK_HEADS = 1
     settings.QP_HEADS_FROM_WAITING = 20
-    queue = fleet.queue
-    for i in range(12):
-        _submit(people.alice, queue, "vision", f"v{i}")
-    run_tick(queue.id)  # 12 waited as it read them
-    first_full = TickMemo.objects.get(pk=queue.pk).fully_planned_at
-    services.set_priority(people.alice, Job.objects.get(name="v11"), 7)
-    run_tick(queue.id)
-    assert TickMemo.objects.get(pk=queue.pk).fully_planned_at > first_full
+    first_full = _twelve_waiting_read_whole_then_changed(people, fleet.queue)
+    run_tick(fleet.queue.id)
+    assert _read_whole_since(fleet.queue, first_full)
 
 
 @pytest.mark.postgresql
@@ -191,14 +201,9 @@ def test_a_queue_of_few_shares_is_read_by_its_heads_once_enough_wait_for_each(
     settings.QP_HEADS_FROM_WAITING = 20_000
     settings.QP_HEADS_FROM_WAITING_PER_SHARE = per_share
     queue = fleet.queue
-    for i in range(12):
-        _submit(people.alice, queue, "vision", f"v{i}")
-    run_tick(queue.id)
-    first_full = TickMemo.objects.get(pk=queue.pk).fully_planned_at
-    services.set_priority(people.alice, Job.objects.get(name="v11"), 7)
+    first_full = _twelve_waiting_read_whole_then_changed(people, queue)
     assert run_tick(queue.id).replanned
-    read_whole = TickMemo.objects.get(pk=queue.pk).fully_planned_at > first_full
-    assert read_whole is not reads_heads
+    assert _read_whole_since(queue, first_full) is not reads_heads
     _assert_stored_as_a_full_plan_says(queue)
 
 
