@@ -16,6 +16,7 @@ slurm_per_s is Slurm's completions/s from the same run when Slurm answers, else 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 import threading
@@ -25,6 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import stack  # noqa: E402 - scripts/ is not a package
+from cpu_budget import CpuMeter, bound_jobs_per_s  # noqa: E402
 
 UNIT = "gpu1"
 QUEUE = "bench"
@@ -166,7 +168,9 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--timeout", type=float, default=600, help="seconds to wait for all")
     parser.add_argument("--json", action="store_true", help="last line: one JSON object")
-    parser.add_argument("--keep", action="store_true", help="keep the work folder with logs")
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the work folder with its logs, and the database"
+    )
     args = parser.parse_args(argv)
     bench = stack.Stack("quotaportal_bench", prefix="qp-bench-e2e-", host_timeout=30)
     figures = {"jobs": args.jobs, "clients": args.clients, "gpus": args.gpus, "batch": args.batch}
@@ -180,16 +184,21 @@ def main(argv=None) -> int:
         bench.start_agent(HOST, args.gpus, UNIT)
         time.sleep(2)  # registered and long-polling
         print(f"stack up at {bench.url}; {args.jobs} trivial jobs on {args.gpus} GPUs")
+        meter = CpuMeter.of_stack(bench)
         began = time.perf_counter()
+        meter.start()
         figures["non_2xx"] = submit_all(bench.url, token, args.jobs, args.clients, args.batch)
         done = wait_for_all(bench.env["DATABASE_URL"], args.jobs, args.timeout)
         wall = time.perf_counter() - began
+        meter.stop()
         figures["succeeded"] = done
         figures["wall_s"] = round(wall, 2)
         figures["jobs_per_s"] = round(done / wall, 2)
         figures.update(breakdown(bench.env["DATABASE_URL"]))
+        figures["cpu_ms_per_job"] = meter.per_job_ms(max(done, 1))
+        figures["cpu_bound_per_s"] = bound_jobs_per_s(figures["cpu_ms_per_job"]["machine"])
     finally:
-        bench.stop()
+        bench.stop(keep_data=args.keep)
         if not args.keep:
             shutil.rmtree(bench.dir, ignore_errors=True)
     slurm = stack.slurm_figures(args.jobs)
@@ -203,6 +212,13 @@ def main(argv=None) -> int:
         f"run {figures['run_p50_ms']} ms, exit to next start on the GPU "
         f"{figures['turnaround_p50_ms']} ms (p90 {figures['turnaround_p90_ms']})"
     )
+    cpu = figures.get("cpu_ms_per_job")
+    if cpu:
+        parts = ", ".join(f"{part} {ms}" for part, ms in cpu.items() if part != "machine")
+        print(
+            f"CPU per job: {cpu['machine']} ms of the machine's ({parts}); at that, its "
+            f"{os.cpu_count()} cores carry at most {figures['cpu_bound_per_s']} jobs/s"
+        )
     slurm_line = None
     if slurm:
         ratio = figures["jobs_per_s"] / slurm["completions_per_s"]
