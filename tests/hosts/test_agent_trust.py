@@ -4,6 +4,7 @@ cut off from the server."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pwd
@@ -213,7 +214,15 @@ class Cutoff:
         self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
         self.open = threading.Event()
         self.open.set()
+        self.relayed: set[socket.socket] = set()
         threading.Thread(target=self.accept, daemon=True).start()
+
+    def cut(self):
+        """No more connections, and those open end: a kept-alive one too."""
+        self.open.clear()
+        for connection in list(self.relayed):
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
 
     def accept(self):
         while True:
@@ -228,10 +237,12 @@ class Cutoff:
 
     def relay(self, client):
         with client, socket.create_connection(self.target) as server:
+            self.relayed.add(client)
             upstream = threading.Thread(target=self.pipe, args=(client, server), daemon=True)
             upstream.start()
             self.pipe(server, client)
             upstream.join(5)
+            self.relayed.discard(client)
 
     @staticmethod
     def pipe(source, sink):
@@ -249,7 +260,7 @@ def test_an_agent_out_of_contact_stops_its_jobs_before_the_server_gives_up_on_it
     manual.url = relay.url
     manual.start_agent("host-1", 2)
     job, pid = run_sleeper(manual, "leased")
-    relay.open.clear()  # the server stops answering this agent
+    relay.cut()  # the server stops answering this agent
     # Lease 4 s: the agent stops its jobs after 2 s of silence, before the host is LOST at 4 s.
     wait_until(lambda: not pid_alive(pid), timeout=8, what="the agent to stop its job")
     assert GpuHost.objects.get(name="host-1").state == "READY", "before the server gave up"

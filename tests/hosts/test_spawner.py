@@ -5,6 +5,7 @@ jobs start the old way, not that they fail."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import time
 
@@ -108,3 +109,18 @@ def test_a_spawner_holds_no_descriptor_before_its_first_job(lifeline):
     spawner = Spawner(lifeline)
     assert set(os.listdir("/proc/self/fd")) == before
     spawner.close()
+
+
+def test_the_shared_folders_are_made_passable_not_listable_and_again_when_removed(
+    tmp_path, lifeline, spawner
+):
+    """Jobs of another user may pass through `jobs` and `checkpoints` but not list them; a
+    start after they were removed (an operator cleaning up) makes them again, so."""
+    work = tmp_path / "work"
+    shared = (work, work / "jobs", work / "checkpoints")
+    assert finished(start(work, lifeline, spawner, 1, "true")) == 0
+    assert {folder.stat().st_mode & 0o777 for folder in shared} == {0o711}
+    for folder in (work / "jobs", work / "checkpoints"):
+        shutil.rmtree(folder)
+    assert finished(start(work, lifeline, spawner, 2, "pwd")) == 0
+    assert {folder.stat().st_mode & 0o777 for folder in shared} == {0o711}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import threading
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -30,38 +31,90 @@ class Unreachable(Exception):
 
 
 class Client:
+    """Requests to the portal, each thread (the loop's, the reporter's, the poller's, the
+    shipper's) on a connection of its own that it keeps open between requests: a busy host
+    sends several a second, and a new connection each time cost both ends a TCP (and, over
+    HTTPS, a TLS) handshake. Through a proxy (the `http_proxy` family of variables) each
+    request goes as urllib sends it."""
+
     def __init__(self, server: str, token: str, timeout: float = 10.0):
         self.base = server.rstrip("/") + "/api/v1/agent/"
         self.token = token
         self.timeout = timeout
+        parts = urllib.parse.urlsplit(self.base)
+        self._origin = (parts.scheme, parts.hostname, parts.port)
+        self._prefix = parts.path
+        self._proxied = bool(urllib.request.getproxies().get(parts.scheme)) and not (
+            urllib.request.proxy_bypass(parts.hostname or "")
+        )
+        self._local = threading.local()
 
     def post(self, path: str, body: dict, timeout: float | None = None) -> dict:
         return self._send(path, json.dumps(body).encode(), "application/json", timeout)
 
     def _send(self, path: str, data: bytes, content_type: str, timeout: float | None) -> dict:
-        request = urllib.request.Request(
-            self.base + path,
-            data=data,
-            method="POST",
-            headers={"Content-Type": content_type, "Authorization": f"Agent {self.token}"},
-        )
+        headers = {"Content-Type": content_type, "Authorization": f"Agent {self.token}"}
+        timeout = timeout or self.timeout
         try:
-            with urllib.request.urlopen(request, timeout=timeout or self.timeout) as response:
-                return json.loads(response.read() or b"{}")
-        except urllib.error.HTTPError as err:
-            body = _body(err)
-            detail = _detail(err.code, body)
-            if err.code in (401, 403):
-                raise AuthError(detail) from None
-            if err.code == 409 and isinstance(body.get("next_offset"), int):
-                raise Gap(body["next_offset"]) from None
-            if 400 <= err.code < 500:
-                raise AgentError(detail) from None
-            raise Unreachable(f"server error {err.code}: {detail}") from None
+            if self._proxied:
+                status, raw = _through_urllib(self.base + path, data, headers, timeout)
+            else:
+                status, raw = self._kept_alive(self._prefix + path, data, headers, timeout)
         except (urllib.error.URLError, OSError, http.client.HTTPException) as err:
             # A connection cut mid-answer (IncompleteRead, BadStatusLine) is the network's
             # failure too, never a reason for the agent to stop.
             raise Unreachable(str(getattr(err, "reason", err)) or type(err).__name__) from None
+        if status < 300:
+            return json.loads(raw or b"{}")
+        body = _body(raw)
+        detail = _detail(status, body)
+        if status in (401, 403):
+            raise AuthError(detail)
+        if status == 409 and isinstance(body.get("next_offset"), int):
+            raise Gap(body["next_offset"])
+        if 400 <= status < 500:
+            raise AgentError(detail)
+        raise Unreachable(f"server error {status}: {detail}")
+
+    def _kept_alive(self, path: str, data: bytes, headers: dict, timeout: float):
+        """(status, body) over this thread's open connection. One the server closed while it
+        sat idle fails as the request goes out: that request is sent again on a new one (a
+        request is safe to repeat: a report or output chunk the portal has already is
+        refused or ignored, a heartbeat is a question)."""
+        connection = getattr(self._local, "connection", None)
+        reused = connection is not None
+        if connection is None:
+            connection = self._local.connection = self._connect()
+        connection.timeout = timeout
+        if connection.sock is not None:
+            connection.sock.settimeout(timeout)
+        try:
+            connection.request("POST", path, body=data, headers=headers)
+            response = connection.getresponse()
+            raw = response.read()
+        except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+            self._drop()
+            if not reused:
+                raise
+            return self._kept_alive(path, data, headers, timeout)
+        except (OSError, http.client.HTTPException):
+            self._drop()  # half a request or answer on it: never use it again
+            raise
+        if response.will_close:
+            self._drop()
+        return response.status, raw
+
+    def _connect(self) -> http.client.HTTPConnection:
+        scheme, host, port = self._origin
+        if scheme == "https":
+            return http.client.HTTPSConnection(host, port, timeout=self.timeout)
+        return http.client.HTTPConnection(host, port, timeout=self.timeout)
+
+    def _drop(self) -> None:
+        connection = getattr(self._local, "connection", None)
+        self._local.connection = None
+        if connection is not None:
+            connection.close()
 
     def post_output(self, name: str, placement: int, offset: int, data: bytes, final: bool) -> dict:
         """A chunk of a rank's output at `offset`: {"next_offset", "full"}; Gap when the
@@ -126,9 +179,18 @@ class Client:
         return self.post("reports/", {"name": name, "reports": reports})
 
 
-def _body(err: urllib.error.HTTPError) -> dict:
+def _through_urllib(url: str, data: bytes, headers: dict, timeout: float) -> tuple[int, bytes]:
+    request = urllib.request.Request(url, data=data, method="POST", headers=headers)
     try:
-        body = json.loads(err.read() or b"{}")
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read()
+
+
+def _body(raw: bytes) -> dict:
+    try:
+        body = json.loads(raw or b"{}")
     except ValueError:
         return {}
     return body if isinstance(body, dict) else {"detail": body}

@@ -98,12 +98,8 @@ class RunningJob:
         self.output_sent_at = time.monotonic()
         self.lease_lost = False  # stopped because the server could not be reached
         try:
-            for shared in (work_dir, work_dir / "jobs", work_dir / "checkpoints"):
-                # Jobs of another user may pass through (x) but not list what is there.
-                shared.mkdir(parents=True, exist_ok=True)
-                shared.chmod(0o711)
             for folder in (job_dir, checkpoints):
-                folder.mkdir(parents=True, exist_ok=True)
+                _make_folder(folder, work_dir)
                 if user.uid is not None:
                     os.chown(folder, user.uid, user.gid)
             script = job_dir / "command.sh"
@@ -210,6 +206,20 @@ def start_shim(
             start_new_session=True,
             pass_fds=(lifeline,),
         )
+
+
+def _make_folder(folder: Path, work_dir: Path) -> None:
+    """A rank's or a job's own folder, in the work folder's shared ones (`jobs`,
+    `checkpoints`), which are made when missing: a start costs one mkdir per folder, not
+    the shared ones' too (this runs before every job on a busy host)."""
+    try:
+        folder.mkdir(exist_ok=True)
+    except FileNotFoundError:
+        for shared in (work_dir, work_dir / "jobs", work_dir / "checkpoints"):
+            # Jobs of another user may pass through (x) but not list what is there.
+            shared.mkdir(parents=True, exist_ok=True)
+            shared.chmod(0o711)
+        folder.mkdir(exist_ok=True)
 
 
 def exit_codes_dir(work_dir: Path) -> Path:
