@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import json
 import threading
+import urllib.error
+import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from quotaportal.hosts.agent.client import AgentError, AuthError, Client, Gap, Unreachable
+from tests.hosts.builders import wait_until
 
 
 class Portal:
@@ -21,6 +24,7 @@ class Portal:
         self.requests: list[tuple[int, str, dict]] = []  # (connection number, path, body)
         self.answers: dict[str, tuple[int, dict]] = {}
         self.connections = 0
+        self.ended = 0  # connections the client closed
         self.hang_up = False  # after answering, close the connection without saying so
         portal = self
 
@@ -48,6 +52,10 @@ class Portal:
                 # As a server's keep-alive timeout ends a connection that sat idle: the
                 # client learns it only from its next request.
                 self.close_connection = portal.hang_up
+
+            def finish(self):
+                super().finish()
+                portal.ended += 1
 
             def log_message(self, *args):
                 pass
@@ -124,10 +132,27 @@ def test_a_server_that_is_not_there_is_unreachable():
 
 
 def test_through_a_proxy_each_request_goes_as_urllib_sends_it(portal, monkeypatch):
-    """The stand-in plays the proxy: a proxied request names the whole address."""
+    """The stand-in plays the proxy: a proxied request names the whole address. (urlopen,
+    called first, builds the process's opener before the proxy is set.)"""
+    with pytest.raises(urllib.error.URLError):
+        urllib.request.urlopen("http://portal.invalid:8000/", timeout=2)
     monkeypatch.setenv("http_proxy", portal.url)
     client = Client("http://portal.invalid:8000", "secret")
     assert client.post("heartbeat/", {"n": 1}) == {"ok": True}
     assert [path for _, path, _ in portal.requests] == [
         "http://portal.invalid:8000/api/v1/agent/heartbeat/"
     ]
+
+
+def test_closing_the_client_ends_every_threads_connection(portal):
+    """An agent run in-process (`main`) leaves no connection open behind it."""
+    client = Client(portal.url, "secret")
+    client.post("heartbeat/", {})
+    other = threading.Thread(target=client.post, args=("reports/", {}))
+    other.start()
+    other.join()
+    assert portal.ended == 0, "kept open between requests"
+    client.close()
+    wait_until(lambda: portal.ended == 2, timeout=5, what="both connections to end")
+    assert client.post("heartbeat/", {}) == {"ok": True}, "a request after it opens a new one"
+    assert portal.connections == 3

@@ -210,9 +210,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     args.work_dir.mkdir(parents=True, exist_ok=True)
+    client = Client(args.server, token)
+    try:
+        return serve(args, client, user, gpus)
+    finally:
+        client.close()  # its open connections end with it, when main is called in-process
+
+
+def serve(args, client: Client, user: JobUser | None, gpus: list[int]) -> int:
+    """Register, then run until stopped; the exit code."""
     try:
         agent = Agent(
-            Client(args.server, token),
+            client,
             name=args.name,
             capacity_unit=args.capacity_unit,
             gpus=gpus,

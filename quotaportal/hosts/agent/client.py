@@ -44,10 +44,14 @@ class Client:
         parts = urllib.parse.urlsplit(self.base)
         self._origin = (parts.scheme, parts.hostname, parts.port)
         self._prefix = parts.path
-        self._proxied = bool(urllib.request.getproxies().get(parts.scheme)) and not (
+        proxied = bool(urllib.request.getproxies().get(parts.scheme)) and not (
             urllib.request.proxy_bypass(parts.hostname or "")
         )
+        # Its own opener, with the proxies set now (urlopen's is built once per process).
+        self._proxy_opener = urllib.request.build_opener() if proxied else None
         self._local = threading.local()
+        self._open: set[http.client.HTTPConnection] = set()  # every thread's
+        self._open_lock = threading.Lock()
 
     def post(self, path: str, body: dict, timeout: float | None = None) -> dict:
         return self._send(path, json.dumps(body).encode(), "application/json", timeout)
@@ -56,8 +60,8 @@ class Client:
         headers = {"Content-Type": content_type, "Authorization": f"Agent {self.token}"}
         timeout = timeout or self.timeout
         try:
-            if self._proxied:
-                status, raw = _through_urllib(self.base + path, data, headers, timeout)
+            if self._proxy_opener is not None:
+                status, raw = _through(self._proxy_opener, self.base + path, data, headers, timeout)
             else:
                 status, raw = self._kept_alive(self._prefix + path, data, headers, timeout)
         except (urllib.error.URLError, OSError, http.client.HTTPException) as err:
@@ -104,16 +108,29 @@ class Client:
             self._drop()
         return response.status, raw
 
+    def close(self) -> None:
+        """Close every thread's connection (the agent is stopping); a later request opens a
+        new one."""
+        with self._open_lock:
+            open_now, self._open = self._open, set()
+            self._local = threading.local()
+        for connection in open_now:
+            connection.close()
+
     def _connect(self) -> http.client.HTTPConnection:
         scheme, host, port = self._origin
-        if scheme == "https":
-            return http.client.HTTPSConnection(host, port, timeout=self.timeout)
-        return http.client.HTTPConnection(host, port, timeout=self.timeout)
+        kind = http.client.HTTPSConnection if scheme == "https" else http.client.HTTPConnection
+        connection = kind(host, port, timeout=self.timeout)
+        with self._open_lock:
+            self._open.add(connection)
+        return connection
 
     def _drop(self) -> None:
         connection = getattr(self._local, "connection", None)
         self._local.connection = None
         if connection is not None:
+            with self._open_lock:
+                self._open.discard(connection)
             connection.close()
 
     def post_output(self, name: str, placement: int, offset: int, data: bytes, final: bool) -> dict:
@@ -179,10 +196,10 @@ class Client:
         return self.post("reports/", {"name": name, "reports": reports})
 
 
-def _through_urllib(url: str, data: bytes, headers: dict, timeout: float) -> tuple[int, bytes]:
+def _through(opener, url: str, data: bytes, headers: dict, timeout: float) -> tuple[int, bytes]:
     request = urllib.request.Request(url, data=data, method="POST", headers=headers)
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
+        with opener.open(request, timeout=timeout) as response:
             return response.status, response.read()
     except urllib.error.HTTPError as err:
         return err.code, err.read()
