@@ -155,7 +155,7 @@ def breakdown(database_url: str) -> dict:
     }
 
 
-def main(argv=None) -> int:
+def parse(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=400)
     parser.add_argument("--clients", type=int, default=8)
@@ -171,32 +171,59 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--keep", action="store_true", help="keep the work folder with its logs, and the database"
     )
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def run(bench: stack.Stack, args, figures: dict) -> None:
+    """Start the stack, then time the jobs from the first submit until all SUCCEEDED, and the
+    CPU they cost; the figures go into `figures`."""
+    bench.fresh_database()
+    admin_token = bench.user_token("ada", "--admin")
+    token = bench.user_token("alice", "--team", "vision")
+    bench.start_services()
+    bench.agent_tokens[HOST] = configure(stack.Rest(bench.url, admin_token), args.gpus)
+    bench.wait_for_scheduler(admin_token, QUEUE)
+    bench.start_agent(HOST, args.gpus, UNIT)
+    time.sleep(2)  # registered and long-polling
+    print(f"stack up at {bench.url}; {args.jobs} trivial jobs on {args.gpus} GPUs")
+    meter = CpuMeter.of_stack(bench)
+    began = time.perf_counter()
+    meter.start()
+    figures["non_2xx"] = submit_all(bench.url, token, args.jobs, args.clients, args.batch)
+    done = wait_for_all(bench.env["DATABASE_URL"], args.jobs, args.timeout)
+    wall = time.perf_counter() - began
+    meter.stop()
+    figures["succeeded"] = done
+    figures["wall_s"] = round(wall, 2)
+    figures["jobs_per_s"] = round(done / wall, 2)
+    figures.update(breakdown(bench.env["DATABASE_URL"]))
+    figures["cpu_ms_per_job"] = meter.per_job_ms(max(done, 1))
+    figures["cpu_bound_per_s"] = bound_jobs_per_s(figures["cpu_ms_per_job"]["machine"])
+
+
+def report(figures: dict, jobs: int) -> None:
+    print(
+        f"{figures['succeeded']}/{jobs} jobs SUCCEEDED in {figures['wall_s']} s: "
+        f"{figures['jobs_per_s']} jobs/s. p50: submit to dispatch "
+        f"{figures['submit_to_dispatch_p50_ms']} ms, dispatch to start "
+        f"{figures['dispatch_to_start_p50_ms']} ms (p99 {figures['dispatch_to_start_p99_ms']}), "
+        f"run {figures['run_p50_ms']} ms, exit to next start on the GPU "
+        f"{figures['turnaround_p50_ms']} ms (p90 {figures['turnaround_p90_ms']})"
+    )
+    cpu = figures["cpu_ms_per_job"]
+    parts = ", ".join(f"{part} {ms}" for part, ms in cpu.items() if part != "machine")
+    print(
+        f"CPU per job: {cpu['machine']} ms of the machine's ({parts}); at that, its "
+        f"{os.cpu_count()} cores carry at most {figures['cpu_bound_per_s']} jobs/s"
+    )
+
+
+def main(argv=None) -> int:
+    args = parse(argv)
     bench = stack.Stack("quotaportal_bench", prefix="qp-bench-e2e-", host_timeout=30)
     figures = {"jobs": args.jobs, "clients": args.clients, "gpus": args.gpus, "batch": args.batch}
     try:
-        bench.fresh_database()
-        admin_token = bench.user_token("ada", "--admin")
-        token = bench.user_token("alice", "--team", "vision")
-        bench.start_services()
-        bench.agent_tokens[HOST] = configure(stack.Rest(bench.url, admin_token), args.gpus)
-        bench.wait_for_scheduler(admin_token, QUEUE)
-        bench.start_agent(HOST, args.gpus, UNIT)
-        time.sleep(2)  # registered and long-polling
-        print(f"stack up at {bench.url}; {args.jobs} trivial jobs on {args.gpus} GPUs")
-        meter = CpuMeter.of_stack(bench)
-        began = time.perf_counter()
-        meter.start()
-        figures["non_2xx"] = submit_all(bench.url, token, args.jobs, args.clients, args.batch)
-        done = wait_for_all(bench.env["DATABASE_URL"], args.jobs, args.timeout)
-        wall = time.perf_counter() - began
-        meter.stop()
-        figures["succeeded"] = done
-        figures["wall_s"] = round(wall, 2)
-        figures["jobs_per_s"] = round(done / wall, 2)
-        figures.update(breakdown(bench.env["DATABASE_URL"]))
-        figures["cpu_ms_per_job"] = meter.per_job_ms(max(done, 1))
-        figures["cpu_bound_per_s"] = bound_jobs_per_s(figures["cpu_ms_per_job"]["machine"])
+        run(bench, args, figures)
     finally:
         bench.stop(keep_data=args.keep)
         if not args.keep:
@@ -204,21 +231,7 @@ def main(argv=None) -> int:
     slurm = stack.slurm_figures(args.jobs)
     figures["slurm_per_s"] = slurm["completions_per_s"] if slurm else None
     ok = figures.get("succeeded") == args.jobs and figures.get("non_2xx") == 0
-    print(
-        f"{figures['succeeded']}/{args.jobs} jobs SUCCEEDED in {figures['wall_s']} s: "
-        f"{figures['jobs_per_s']} jobs/s. p50: submit to dispatch "
-        f"{figures['submit_to_dispatch_p50_ms']} ms, dispatch to start "
-        f"{figures['dispatch_to_start_p50_ms']} ms (p99 {figures['dispatch_to_start_p99_ms']}), "
-        f"run {figures['run_p50_ms']} ms, exit to next start on the GPU "
-        f"{figures['turnaround_p50_ms']} ms (p90 {figures['turnaround_p90_ms']})"
-    )
-    cpu = figures.get("cpu_ms_per_job")
-    if cpu:
-        parts = ", ".join(f"{part} {ms}" for part, ms in cpu.items() if part != "machine")
-        print(
-            f"CPU per job: {cpu['machine']} ms of the machine's ({parts}); at that, its "
-            f"{os.cpu_count()} cores carry at most {figures['cpu_bound_per_s']} jobs/s"
-        )
+    report(figures, args.jobs)
     slurm_line = None
     if slurm:
         ratio = figures["jobs_per_s"] / slurm["completions_per_s"]

@@ -84,12 +84,16 @@ def test_requests_share_one_connection(portal):
     assert [body["n"] for _, _, body in portal.requests] == [0, 1, 2]
 
 
-def test_each_thread_has_its_own_connection(portal):
-    client = Client(portal.url, "secret")
+def post_here_and_from_another_thread(client: Client) -> None:
     client.post("heartbeat/", {})
     other = threading.Thread(target=client.post, args=("reports/", {}))
     other.start()
     other.join()
+
+
+def test_each_thread_has_its_own_connection(portal):
+    client = Client(portal.url, "secret")
+    post_here_and_from_another_thread(client)
     client.post("heartbeat/", {})
     assert [c for c, _, _ in portal.requests] == [1, 2, 1]
 
@@ -147,10 +151,7 @@ def test_through_a_proxy_each_request_goes_as_urllib_sends_it(portal, monkeypatc
 def test_closing_the_client_ends_every_threads_connection(portal):
     """An agent run in-process (`main`) leaves no connection open behind it."""
     client = Client(portal.url, "secret")
-    client.post("heartbeat/", {})
-    other = threading.Thread(target=client.post, args=("reports/", {}))
-    other.start()
-    other.join()
+    post_here_and_from_another_thread(client)
     assert portal.ended == 0, "kept open between requests"
     client.close()
     wait_until(lambda: portal.ended == 2, timeout=5, what="both connections to end")
