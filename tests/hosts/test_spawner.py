@@ -71,8 +71,8 @@ def test_a_shim_killed_outright_reads_as_killed(tmp_path, lifeline, spawner):
 
 
 def test_a_job_s_group_can_be_signalled_as_soon_as_its_start_returns(tmp_path, lifeline, spawner):
-    """The spawner answers once the shim leads its own session: a stop sent at once (a job
-    terminated or preempted right after it started) finds the group, not nothing."""
+    """The shim leads its own group by the time the spawner answers: a stop sent at once (a
+    job terminated or preempted right after it started) finds the group, not nothing."""
     jobs = [start(tmp_path, lifeline, spawner, 100 + n, "sleep 30") for n in range(20)]
     for job in jobs:
         os.killpg(job.process.pid, signal.SIGKILL)

@@ -324,28 +324,28 @@ PR_SET_CHILD_SUBREAPER = 36
 
 
 def fork_shim(request: dict, lifeline: int, sock, prctl) -> int:
-    """Fork a shim for one job, set up as subprocess.Popen would (new session, cwd, output
-    to the log, no stdin, only the lifeline kept open); its pid. The shim is its job's
-    subreaper, so it tells that nothing of the job is left without scanning /proc.
+    """Fork a shim for one job, set up as subprocess.Popen would (a process group of its
+    own, cwd, output to the log, no stdin, only the lifeline kept open); its pid. The shim is
+    its job's subreaper, so it tells that nothing of the job is left without scanning /proc.
 
-    Like Popen, it returns once the shim leads its own session: until then a signal to the
-    job's group (a stop sent the moment it started) would find no group and be lost."""
+    The shim's group exists when this returns, so a stop sent the moment the job started
+    finds it: both sides make the shim its group's leader (the shell's job-control idiom), so
+    this side need not wait for the shim to be scheduled (on a busy host, about a millisecond
+    per start). No new session: the spawner's own has no terminal to hang up or be taken."""
     log = os.open(request["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    led_r, led_w = os.pipe()
     pid = os.fork()
     if pid:
         os.close(log)
-        os.close(led_w)
-        os.read(led_r, 1)  # end of file: the shim leads its session (or has died)
-        os.close(led_r)
+        try:  # noqa: SIM105 - gone already (killed at once, and reaped): nothing to lead
+            os.setpgid(pid, pid)
+        except ProcessLookupError:
+            pass
         return pid
     code = 127
     try:
-        os.close(led_r)
+        os.setpgid(0, 0)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the shim waits for its job
         sock.close()
-        os.setsid()
-        os.close(led_w)
         os.chdir(request["cwd"])
         os.dup2(log, 1)
         os.dup2(log, 2)
