@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
+from django.utils import timezone
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
@@ -167,16 +168,26 @@ class HeartbeatView(AgentView):
         )
 
 
-class ReportView(AgentView):
+class ArrivalStamped:
+    """A report's event is dated by its arrival less its age: the arrival is when the request
+    reached this view, before it was authenticated and parsed (the server's time, under load
+    a few milliseconds, which is no part of the job's)."""
+
+    def dispatch(self, request, *args, **kwargs):
+        request.arrived_at = timezone.now()
+        return super().dispatch(request, *args, **kwargs)
+
+
+class ReportView(ArrivalStamped, AgentView):
     serializer_class = ReportSerializer
 
     def post(self, request):
         data = self.parsed(request)
-        services.report(request.auth, data.pop("name"), **data)
+        services.report(request.auth, data.pop("name"), received=request.arrived_at, **data)
         return Response({"ok": True})
 
 
-class ReportsView(AgentView):
+class ReportsView(ArrivalStamped, AgentView):
     """Several reports in one request, applied in order (each on its own): what an agent
     with many GPUs sends as its jobs start and end, instead of one request each. When they
     freed capacity, the answer also carries what should now run on the host, as a heartbeat
@@ -186,7 +197,9 @@ class ReportsView(AgentView):
 
     def post(self, request):
         data = self.parsed(request)
-        batch = services.report_many(request.auth, data["name"], data["reports"])
+        batch = services.report_many(
+            request.auth, data["name"], data["reports"], received=request.arrived_at
+        )
         # A stale report is refused alone; the others still count.
         results = [{"ok": True} if e is None else {"ok": False, "detail": e} for e in batch.errors]
         return Response({"results": results, **(batch.work or {})})

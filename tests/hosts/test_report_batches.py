@@ -12,6 +12,7 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from quotaportal.api.agent import AgentTokenAuthentication
 from quotaportal.hosts import services as host_services
 from quotaportal.hosts.agent.agent import Agent
 from quotaportal.hosts.agent.reporter import MAX_AGE, aged
@@ -32,7 +33,9 @@ def local_host(admin, gpus: int, names: list[str]):
     and ticked once: the queue, and the host's agent token."""
     env, queue = build_queue(admin, unit="gpu1", capacity=gpus, backend="LOCAL")
     add_share(admin, queue, "a", "vision", gpus, "LEND", unit="gpu1")
-    token = host_services.token_for(host_services.create_agent_token(admin, env, "gpu-1"))
+    raw = host_services.create_agent_token(admin, env, "gpu-1")
+    token = host_services.token_for(raw)
+    token.raw_key = raw  # for a test that speaks to the API as the host's agent
     host_services.register_host(token, name="gpu-1", capacity_unit="gpu1", gpus=list(range(gpus)))
     for name in names:
         services.submit_job(
@@ -284,6 +287,37 @@ def test_an_event_is_dated_at_the_reports_arrival_less_its_age(one_slot):
     job = Job.objects.get(job_queue=queue, name="first")
     assert (job.started_at, job.stopped_at) == (ran.started_at, ran.exited_at)
     assert job.events.get(kind="succeeded").time == ran.exited_at
+
+
+@pytest.mark.parametrize("batched", [True, False])
+def test_the_arrival_is_taken_before_the_server_authenticates_and_parses_the_report(
+    one_slot, monkeypatch, batched
+):
+    """The time a request spends in the server before its report is read (authentication,
+    parsing) is the server's, not the job's: a clock that jumps while the token is checked
+    shows which moment dates the event."""
+    token, _, placement, _, _ = one_slot
+    arrival = timezone.now() + timedelta(hours=1)  # after the dispatch, so it alone dates it
+    clock = [arrival]
+    monkeypatch.setattr(timezone, "now", lambda: clock[0])
+    checked = AgentTokenAuthentication.authenticate
+
+    def slow_check(self, request):
+        clock[0] += timedelta(seconds=10)
+        return checked(self, request)
+
+    monkeypatch.setattr(AgentTokenAuthentication, "authenticate", slow_check)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Agent {token.raw_key}")
+    start = {"placement": placement, "event": "started", "age": 0.5}
+    if batched:
+        answer = client.post(
+            "/api/v1/agent/reports/", {"name": "gpu-1", "reports": [start]}, format="json"
+        )
+    else:
+        answer = client.post("/api/v1/agent/report/", {"name": "gpu-1", **start}, format="json")
+    assert answer.status_code == 200, answer.content
+    assert Placement.objects.get(pk=placement).started_at == arrival - timedelta(seconds=0.5)
 
 
 def test_an_age_reaching_back_before_the_dispatch_is_dated_at_the_dispatch(one_slot):

@@ -2,11 +2,12 @@
 
 When: each report carries its `age`, the seconds between the event and the report's
 sending, measured on the agent's own monotonic clock. The server dates the event at the
-report's arrival less that age, on its own clock: the real moment plus the time in
-transit, so never before it happened, yet without the time the report waited behind
-others. Every placement time thus stays on the server's clock (the ends it closes itself,
-for a lost host, are on it too), so a GPU's placements never overlap: a job is placed on a
-GPU only after the exit that freed it has arrived.
+report's arrival (its request's, before the server authenticated and parsed it) less that
+age, on its own clock: the real moment plus the time in transit, so never before it
+happened, yet without the time the report waited behind others. Every placement time thus
+stays on the server's clock (the ends it closes itself, for a lost host, are on it too), so
+a GPU's placements never overlap: a job is placed on a GPU only after the exit that freed
+it has arrived.
 """
 
 from __future__ import annotations
@@ -42,11 +43,11 @@ PHASES = {"started": 0, "output": 1, "exited": 2}
 TAIL_CHARS = 8000
 
 
-def report(token: AgentToken, name: str, **fields) -> None:
-    """One report. Only the host that holds the placement may report on it. `reason` on an
-    exit explains an end that is not the job's own doing (it could not start, its agent
-    lost contact)."""
-    received = timezone.now()
+def report(token: AgentToken, name: str, *, received: datetime | None = None, **fields) -> None:
+    """One report, which arrived at `received` (now when not said). Only the host that holds
+    the placement may report on it. `reason` on an exit explains an end that is not the job's
+    own doing (it could not start, its agent lost contact)."""
+    received = received or timezone.now()
     with transaction.atomic():
         error = _apply_batch(host_of(token, name), [fields], received)[0]
     if error is not None:
@@ -62,8 +63,10 @@ class Batch:
     work: dict | None = None
 
 
-def report_many(token: AgentToken, name: str, reports: list[dict]) -> Batch:
-    """Several reports of one host, in order.
+def report_many(
+    token: AgentToken, name: str, reports: list[dict], received: datetime | None = None
+) -> Batch:
+    """Several reports of one host, in order, which arrived at `received` (now when not said).
 
     In one transaction (one commit, where each report on its own cost one), each report in a
     savepoint so a stale one is refused alone. A batch ends several jobs, locking their rows
@@ -74,7 +77,7 @@ def report_many(token: AgentToken, name: str, reports: list[dict]) -> Batch:
     (changes.holding, run.tick_held), and its answer carries the host's new work: the agent
     starts the next job without waiting for a worker's tick and then a heartbeat's answer.
     """
-    received = timezone.now()  # before any wait: the events' ages count from here
+    received = received or timezone.now()  # before any wait: the ages count from here
     host = host_of(token, name)
     env_id = host.service_environment_id
     errors, work = None, None
