@@ -2,11 +2,34 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import redis
 
+from tests.builders import REPO
+from tests.hosts.builders import wait_until
 from tests.workers import stack_module
+
+# A run that starts one long-lived service and waits; it prints the service's pid and its
+# Redis database, then stops the stack in `finally`, as the benchmarks do.
+RUN = """
+import sys, time
+sys.path.insert(0, "scripts")
+import stack
+run = stack.Stack("quotaportal_stack_test", prefix="qp-stack-test-")
+try:
+    run.start("service", ["sleep", "600"])
+    print(run.processes["service"].pid, run.redis_url, flush=True)
+    time.sleep(600)
+finally:
+    run.stop()
+"""
 
 
 def test_a_kept_run_empties_its_redis_database_for_the_next_run():
@@ -20,3 +43,31 @@ def test_a_kept_run_empties_its_redis_database_for_the_next_run():
     finally:
         kept.discard_data()
         shutil.rmtree(kept.dir, ignore_errors=True)
+
+
+def test_a_run_ended_by_sigterm_stops_its_services_and_frees_its_redis_database():
+    """`timeout` ends a benchmark with SIGTERM: its services (each in a session of its own)
+    must not outlive it, nor its claim on a Redis database."""
+    run = subprocess.Popen([sys.executable, "-c", RUN], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    pid, redis_url = run.stdout.readline().split()
+    store = redis.Redis.from_url(redis_url)
+    try:
+        assert store.dbsize() > 0, "the run holds its claim while it runs"
+        run.send_signal(signal.SIGTERM)
+        assert run.wait(30) == 128 + signal.SIGTERM
+        wait_until(lambda: not _alive(int(pid)), timeout=10, what="the service to be stopped")
+        assert store.dbsize() == 0, "the claim is released for the next run"
+    finally:  # what a failure here would leave behind
+        run.kill()
+        run.wait()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(pid), signal.SIGKILL)
+        store.flushdb()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"  # a zombie has ended, whoever reaps it
