@@ -62,7 +62,7 @@ class Stack:
         }
         self.processes: dict[str, subprocess.Popen] = {}
         self.agent_tokens: dict[str, str] = {}
-        stop_on_termination()
+        self.handlers_replaced = stop_on_termination()
 
     def bin(self, name: str) -> str:
         return str(Path(sys.executable).parent / name)
@@ -257,18 +257,25 @@ class Stack:
             # A kept run is read from its PostgreSQL database and its logs; its Redis database
             # (queued tasks, tick marks) is emptied anyway, or kept runs would use up all 15.
             release_redis_database(self.redis_url, self.run)
+        for number in self.handlers_replaced:
+            signal.signal(number, signal.SIG_DFL)
+        self.handlers_replaced = []
 
 
-def stop_on_termination() -> None:
+def stop_on_termination() -> list[signal.Signals]:
     """SIGTERM and SIGHUP (`timeout`, a closed terminal) end the run as Ctrl-C does, through
     the caller's `finally: stack.stop()`: by default they would end it at once, leaving its
     services running in their own sessions and its databases claimed. A handler the caller
-    set is left alone, as is every handler outside the main thread (none can be set there)."""
+    set is left alone, as is every handler outside the main thread (none can be set there).
+    The signals whose handler this replaced (stop() gives them back their default)."""
     if threading.current_thread() is not threading.main_thread():
-        return
+        return []
+    replaced = []
     for number in (signal.SIGTERM, signal.SIGHUP):
         if signal.getsignal(number) is signal.SIG_DFL:
             signal.signal(number, _exit_on_signal)
+            replaced.append(number)
+    return replaced
 
 
 def _exit_on_signal(number, _frame) -> None:

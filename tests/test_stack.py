@@ -34,12 +34,14 @@ finally:
 
 def test_a_kept_run_empties_its_redis_database_for_the_next_run():
     stack = stack_module()
+    handler = signal.getsignal(signal.SIGTERM)
     kept = stack.Stack("quotaportal_stack_test", prefix="qp-stack-test-")
     try:
         store = redis.Redis.from_url(kept.redis_url)
         store.set("a-task-left-in-the-broker", 1)
         kept.stop(keep_data=True)
         assert store.dbsize() == 0, "kept runs would use up the 15 databases"
+        assert signal.getsignal(signal.SIGTERM) == handler, "the process's own again"
     finally:
         kept.discard_data()
         shutil.rmtree(kept.dir, ignore_errors=True)
