@@ -16,8 +16,9 @@ from tests.builders import REPO
 from tests.hosts.builders import wait_until
 from tests.workers import stack_module
 
-# A run that starts one long-lived service and waits; it prints the service's pid and its
-# Redis database, then stops the stack in `finally`, as the benchmarks do.
+# A run that starts one long-lived service and waits; it prints the service's pid, its Redis
+# database, its run's name and its folder, then stops the stack in `finally`, as the
+# benchmarks do.
 RUN = """
 import sys, time
 sys.path.insert(0, "scripts")
@@ -25,7 +26,7 @@ import stack
 run = stack.Stack("quotaportal_stack_test", prefix="qp-stack-test-")
 try:
     run.start("service", ["sleep", "600"])
-    print(run.processes["service"].pid, run.redis_url, flush=True)
+    print(run.processes["service"].pid, run.redis_url, run.run, run.dir, flush=True)
     time.sleep(600)
 finally:
     run.stop()
@@ -51,7 +52,7 @@ def test_a_run_ended_by_sigterm_stops_its_services_and_frees_its_redis_database(
     """`timeout` ends a benchmark with SIGTERM: its services (each in a session of its own)
     must not outlive it, nor its claim on a Redis database."""
     run = subprocess.Popen([sys.executable, "-c", RUN], cwd=REPO, stdout=subprocess.PIPE, text=True)
-    pid, redis_url = run.stdout.readline().split()
+    pid, redis_url, name, folder = run.stdout.readline().split()
     store = redis.Redis.from_url(redis_url)
     try:
         assert store.dbsize() > 0, "the run holds its claim while it runs"
@@ -64,7 +65,8 @@ def test_a_run_ended_by_sigterm_stops_its_services_and_frees_its_redis_database(
         run.wait()
         with contextlib.suppress(ProcessLookupError):
             os.kill(int(pid), signal.SIGKILL)
-        store.flushdb()
+        stack_module().release_redis_database(redis_url, name)  # only if still its claim
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _alive(pid: int) -> bool:
