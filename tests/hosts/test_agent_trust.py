@@ -8,6 +8,7 @@ import contextlib
 import json
 import os
 import pwd
+import shutil
 import signal
 import socket
 import tempfile
@@ -45,6 +46,10 @@ class ManualFleet(Fleet):
 
     def work_dir(self, name: str) -> Path:
         return self.shared / name
+
+    def stop(self) -> None:
+        super().stop()
+        shutil.rmtree(self.shared, ignore_errors=True)  # outside tmp_path: nobody else would
 
     def tick(self) -> None:
         run_tick(self.queue.id)
