@@ -109,14 +109,21 @@ def _takes_back_only_what_straddles_a_limit(snapshot: Snapshot) -> None:
 @pytest.mark.xfail(
     strict=True,
     raises=AssertionError,
-    reason="a known flaw, found by the property above on Dec 7: the first tick takes a "
-    "RESERVE share's job that straddles its limit whole, then lets another share's borrower "
-    "start on capacity within the RESERVE share's limit; the next tick takes that borrower "
-    "back for the preempted job's retry",
+    reason="a known flaw, found by the property above on Dec 7: a tick takes a lending "
+    "share's job that straddles its limit whole and lends the part below the limit to another "
+    "share's borrower; the next tick takes that borrower back for the preempted job's retry",
 )
-def test_a_reserve_share_s_preempted_quota_is_not_lent_to_a_borrower_for_one_tick():
+@pytest.mark.parametrize(
+    "lender",
+    [
+        Share("s2", {"h100": 3}, Strategy.RESERVE, enabled=False),  # as drawn: DISABLED lends
+        Share("s2", {"h100": 3}, Strategy.LEND),
+    ],
+    ids=["disabled-reserve", "lend"],
+)
+def test_quota_a_tick_frees_by_preempting_a_lender_s_job_is_not_lent_for_one_tick(lender):
     def share(name, limits, strategy):
-        return Share(name, limits, strategy, in_share_preemption=False, enabled=False)
+        return Share(name, limits, strategy, enabled=False)
 
     def job(id_, share_name, quantity, dispatched_at=None, unit="h100"):
         return Job(id_, share_name, unit, quantity, 0, 0.0, dispatched_at)
@@ -125,7 +132,7 @@ def test_a_reserve_share_s_preempted_quota_is_not_lent_to_a_borrower_for_one_tic
     shares = (
         share("s0", {"a100": 1}, reserve),
         share("s1", {"a100": 1, "h100": 4}, borrow),
-        share("s2", {"h100": 3}, reserve),
+        lender,
         share("s3", {"a100": 1, "h100": 5, "l4": 1}, reserve),
         share("s4", {"a100": 1, "h100": 1}, reserve),
     )
