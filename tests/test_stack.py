@@ -8,12 +8,11 @@ import shutil
 import signal
 import subprocess
 import sys
-from pathlib import Path
 
 import redis
 
 from tests.builders import REPO
-from tests.hosts.builders import wait_until
+from tests.hosts.builders import pid_alive, wait_until
 from tests.workers import stack_module
 
 # A run that starts one long-lived service and waits; it prints the service's pid, its Redis
@@ -58,7 +57,7 @@ def test_a_run_ended_by_sigterm_stops_its_services_and_frees_its_redis_database(
         assert store.dbsize() > 0, "the run holds its claim while it runs"
         run.send_signal(signal.SIGTERM)
         assert run.wait(30) == 128 + signal.SIGTERM
-        wait_until(lambda: not _alive(int(pid)), timeout=10, what="the service to be stopped")
+        wait_until(lambda: not pid_alive(int(pid)), timeout=10, what="the service to be stopped")
         assert store.dbsize() == 0, "the claim is released for the next run"
     finally:  # what a failure here would leave behind
         run.kill()
@@ -67,11 +66,3 @@ def test_a_run_ended_by_sigterm_stops_its_services_and_frees_its_redis_database(
             os.kill(int(pid), signal.SIGKILL)
         stack_module().release_redis_database(redis_url, name)  # only if still its claim
         shutil.rmtree(folder, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return False
-    return state != "Z"  # a zombie has ended, whoever reaps it

@@ -21,6 +21,15 @@ from tests.builders import add_share, build_queue
 TWO_SHARES = (("a", "vision", 2, "LEND_AND_BORROW"), ("b", "nlp", 2, "LEND"))
 
 
+def pid_alive(pid: int) -> bool:
+    """Is the process there and not a zombie (ended, whoever reaps it)?"""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
 def rank(placement: int, command: str, gpu: int = 0) -> dict:
     """What an answer lists for one rank, as RunningJob takes it."""
     return {

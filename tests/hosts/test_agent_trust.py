@@ -21,17 +21,9 @@ from quotaportal.hosts.agent.agent import STATE_FILE
 from quotaportal.hosts.models import GpuHost, Placement
 from quotaportal.quotas.models import Job
 from quotaportal.tick.run import run_tick
-from tests.hosts.builders import Fleet, wait_until
+from tests.hosts.builders import Fleet, pid_alive, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 class ManualFleet(Fleet):

@@ -17,7 +17,7 @@ from quotaportal.hosts.agent import containment
 from quotaportal.hosts.agent.containment import Containment
 from quotaportal.hosts.agent.runner import RunningJob, StartFailed
 from quotaportal.hosts.agent.spawner import Spawner
-from tests.hosts.builders import rank
+from tests.hosts.builders import pid_alive, rank
 
 ESCAPES = {
     "setsid": "setsid sleep 302 >/dev/null 2>&1 </dev/null & echo $! > {pids}; exit 0",
@@ -85,14 +85,6 @@ def spawner(request, lifeline):
     forks.close()
 
 
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
-
-
 def read_pids(path: Path, count: int) -> list[int]:
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
@@ -128,13 +120,13 @@ def test_an_escaped_process_keeps_the_rank_busy_until_a_stop_ends_it(
     )
     escaped = read_pids(pids_file, count)
     time.sleep(0.3)  # the shell has long exited
-    assert all(alive(pid) for pid in escaped)
+    assert all(pid_alive(pid) for pid in escaped)
     assert job.poll() is None, "the rank was reported over while its processes run"
     job.stop(grace=0.2)
     while job.poll() is None:
         job.enforce_deadline()
         time.sleep(0.02)
-    assert not [pid for pid in escaped if alive(pid)], "a stop left escaped processes alive"
+    assert not [pid for pid in escaped if pid_alive(pid)], "a stop left escaped processes alive"
     job.release()
     assert not job.cgroups
 
@@ -153,7 +145,7 @@ def test_an_agent_killed_outright_takes_escaped_processes_with_it(tmp_path, life
     )
     (escaped,) = read_pids(pids_file, 1)
     os.close(write)  # what the agent's death does to the pipe
-    wait_for(lambda: not alive(escaped), "the escaped process outlived its agent")
+    wait_for(lambda: not pid_alive(escaped), "the escaped process outlived its agent")
     wait_for(lambda: job.process.poll() is not None, "the shim did not end")
     job.release()
 
@@ -174,11 +166,11 @@ def test_a_restarted_agent_clears_what_an_earlier_one_left_in_its_cgroups(tmp_pa
     (escaped,) = read_pids(pids_file, 1)
     os.kill(job.process.pid, signal.SIGKILL)
     job.process.wait()
-    assert alive(escaped)
+    assert pid_alive(escaped)
     again = containment.detect("test-agent", tmp_path)
     assert again.base == first.base
     assert again.stop_leftovers() == 1
-    assert not alive(escaped)
+    assert not pid_alive(escaped)
     assert not any(p.is_dir() for p in again.base.iterdir())
     again.base.rmdir()
 
