@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
 import threading
 import time
@@ -226,8 +225,6 @@ def main(argv=None) -> int:
         run(bench, args, figures)
     finally:
         bench.stop(keep_data=args.keep)
-        if not args.keep:
-            shutil.rmtree(bench.dir, ignore_errors=True)
     slurm = stack.slurm_figures(args.jobs)
     figures["slurm_per_s"] = slurm["completions_per_s"] if slurm else None
     ok = figures.get("succeeded") == args.jobs and figures.get("non_2xx") == 0

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -61,7 +60,7 @@ def main() -> int:
     try:
         done = _replay_through_stack(bench, args.tick)
     finally:
-        bench.stop(keep_data=args.keep)
+        bench.stop(keep_data=args.keep, keep_logs=True)  # a failure below points to them
         if args.keep:
             print(f"kept: database {bench.database}, logs in {bench.dir}")
     if done.returncode or not done.stdout.strip():
@@ -130,7 +129,6 @@ def ticks_in_process(as_json: bool) -> int:
         done = subprocess.run(command, cwd=REPO, env=alone)
     finally:
         bench.stop()
-        shutil.rmtree(bench.dir, ignore_errors=True)
     return done.returncode
 
 

@@ -18,7 +18,6 @@ null.
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 import threading
 import time
@@ -161,8 +160,6 @@ def main(argv=None) -> int:
         figures["jobs_in_db"] = listed.get("count") if status == 200 else None
     finally:
         bench.stop(keep_data=args.keep)
-        if not args.keep:
-            shutil.rmtree(bench.dir, ignore_errors=True)
     slurm = stack.slurm_figures(min(args.jobs, 500))
     figures["slurm_per_s"] = slurm["submits_per_s"] if slurm else None
     anchor = stack.slurm_array_seconds(min(args.array, 1000))

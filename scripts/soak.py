@@ -34,7 +34,6 @@ import json
 import os
 import random
 import secrets
-import shutil
 import sys
 import threading
 import time
@@ -377,8 +376,6 @@ def soak(args, servers: OwnServers | None) -> int:
         stack.stop(keep_data=args.keep)
     print(json.dumps(figures, indent=2))
     failed = [name for name, ok in figures["checks"].items() if not ok]
-    if not args.keep:
-        shutil.rmtree(stack.dir, ignore_errors=True)
     say("FAILED: " + ", ".join(failed) if failed else "all checks passed")
     return 1 if failed else 0
 

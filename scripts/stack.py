@@ -240,9 +240,10 @@ class Stack:
             env=env,
         )
 
-    def stop(self, keep_data: bool = False) -> None:
-        """Stop every process, then drop this run's data unless asked to keep it (its
-        PostgreSQL database: the Redis database is emptied either way)."""
+    def stop(self, keep_data: bool = False, keep_logs: bool | None = None) -> None:
+        """Stop every process, then drop this run's data unless asked to keep it: its
+        PostgreSQL database, and its work folder with the logs (`keep_logs`, by default as
+        the data). The Redis database is emptied either way."""
         for process in self.processes.values():
             if process.poll() is None:
                 os.killpg(process.pid, signal.SIGTERM)
@@ -251,6 +252,8 @@ class Stack:
                 process.wait(20)
             except subprocess.TimeoutExpired:
                 os.killpg(process.pid, signal.SIGKILL)
+        if not (keep_data if keep_logs is None else keep_logs):
+            shutil.rmtree(self.dir, ignore_errors=True)
         if not keep_data:
             self.discard_data()
         else:

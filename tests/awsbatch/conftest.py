@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 
 from quotaportal.awsbatch import keys as key_services
@@ -87,7 +85,6 @@ class StandIn:
 
     def stop(self) -> None:
         self.stack.stop()
-        shutil.rmtree(self.stack.dir, ignore_errors=True)  # its logs, in a folder of its own
 
 
 @pytest.fixture(scope="module")
