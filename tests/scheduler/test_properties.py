@@ -20,7 +20,7 @@ from scheduler import Job, Ordering, Share, Snapshot, Strategy, check_plan, plan
 from scheduler.invariants import InvariantViolation
 from scheduler.model import PendingReason
 from scheduler.victims import victim_order
-from tests.scheduler.builders import EXAMPLES, snapshots
+from tests.scheduler.builders import EXAMPLES, runnable, running, share, snapshots
 
 
 @settings(max_examples=EXAMPLES * 2, deadline=None)
@@ -116,36 +116,29 @@ def _takes_back_only_what_straddles_a_limit(snapshot: Snapshot) -> None:
 @pytest.mark.parametrize(
     "lender",
     [
-        Share("s2", {"h100": 3}, Strategy.RESERVE, enabled=False),  # as drawn: DISABLED lends
-        Share("s2", {"h100": 3}, Strategy.LEND),
+        share("s2", {"h100": 3}, Strategy.RESERVE, enabled=False),  # as drawn: DISABLED lends
+        share("s2", {"h100": 3}, Strategy.LEND),
     ],
     ids=["disabled-reserve", "lend"],
 )
 def test_quota_a_tick_frees_by_preempting_a_lender_s_job_is_not_lent_for_one_tick(lender):
-    def share(name, limits, strategy):
-        return Share(name, limits, strategy, enabled=False)
-
-    def job(id_, share_name, quantity, dispatched_at=None, unit="h100"):
-        return Job(id_, share_name, unit, quantity, 0, 0.0, dispatched_at)
-
     reserve, borrow = Strategy.RESERVE, Strategy.LEND_AND_BORROW
     shares = (
-        share("s0", {"a100": 1}, reserve),
-        share("s1", {"a100": 1, "h100": 4}, borrow),
+        share("s0", {"a100": 1}, reserve, enabled=False),
+        share("s1", {"a100": 1, "h100": 4}, borrow, enabled=False),
         lender,
-        share("s3", {"a100": 1, "h100": 5, "l4": 1}, reserve),
-        share("s4", {"a100": 1, "h100": 1}, reserve),
+        share("s3", {"a100": 1, "h100": 5, "l4": 1}, reserve, enabled=False),
+        share("s4", {"a100": 1, "h100": 1}, reserve, enabled=False),
     )
-    waiting_a100 = [job(f"a{n}", "s0", 1, unit="a100") for n in range(7)]
     jobs = (
-        job("j0", "s3", 2),
-        job("j4", "s2", 4, dispatched_at=0.0),
-        job("j6", "s3", 3),
-        job("j8", "s1", 1),
-        job("j9", "s2", 3, dispatched_at=0.0),
-        job("j11", "s1", 4),
-        job("j13", "s4", 4, dispatched_at=0.0),
-        *waiting_a100,
+        runnable("j0", "s3", 2, unit="h100"),
+        running("j4", "s2", 4, unit="h100"),
+        runnable("j6", "s3", 3, unit="h100"),
+        runnable("j8", "s1", 1, unit="h100"),
+        running("j9", "s2", 3, unit="h100"),
+        runnable("j11", "s1", 4, unit="h100"),
+        running("j13", "s4", 4, unit="h100"),
+        *(runnable(f"a{n}", "s0", 1, unit="a100") for n in range(7)),
     )
     capacity = {"a100": 0, "h100": 16, "l4": 0}
     snapshot = Snapshot(capacity, shares, jobs, Ordering.STRICT, fit_to={"a100": 0})
