@@ -64,7 +64,7 @@ class Batch:
 
 
 def report_many(
-    token: AgentToken, name: str, reports: list[dict], received: datetime | None = None
+    token: AgentToken, name: str, reports: list[dict], *, received: datetime | None = None
 ) -> Batch:
     """Several reports of one host, in order, which arrived at `received` (now when not said).
 
