@@ -24,7 +24,8 @@ from collections import defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import stack  # noqa: E402 - scripts/ is not a package
+import slurm_anchor  # noqa: E402 - scripts/ is not a package
+import stack  # noqa: E402
 from cpu_budget import CpuMeter, bound_jobs_per_s  # noqa: E402
 
 UNIT = "gpu1"
@@ -225,7 +226,7 @@ def main(argv=None) -> int:
         run(bench, args, figures)
     finally:
         bench.stop(keep_data=args.keep)
-    slurm = stack.slurm_figures(args.jobs)
+    slurm = slurm_anchor.figures(args.jobs)
     figures["slurm_per_s"] = slurm["completions_per_s"] if slurm else None
     ok = figures.get("succeeded") == args.jobs and figures.get("non_2xx") == 0
     report(figures, args.jobs)

@@ -24,7 +24,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import stack  # noqa: E402 - scripts/ is not a package
+import slurm_anchor  # noqa: E402 - scripts/ is not a package
+import stack  # noqa: E402
 
 UNIT = "gpu1"
 QUEUE = "bench"
@@ -160,9 +161,9 @@ def main(argv=None) -> int:
         figures["jobs_in_db"] = listed.get("count") if status == 200 else None
     finally:
         bench.stop(keep_data=args.keep)
-    slurm = stack.slurm_figures(min(args.jobs, 500))
+    slurm = slurm_anchor.figures(min(args.jobs, 500))
     figures["slurm_per_s"] = slurm["submits_per_s"] if slurm else None
-    anchor = stack.slurm_array_seconds(min(args.array, 1000))
+    anchor = slurm_anchor.array_seconds(min(args.array, 1000))
     figures["slurm_array_us_per_job"] = (
         round(anchor / min(args.array, 1000) * 1e6, 1) if anchor is not None else None
     )
