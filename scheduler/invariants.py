@@ -3,10 +3,11 @@ The scheduler).
 
 The checker replays the plan's dispatches in order on a fresh ledger and verifies at each
 step: capacity per unit never exceeded, RESERVE idle capacity never taken by another share,
-borrow ceilings held, cross-share preemption only by a share within its limit and only of
-borrowing jobs (those holding part of their share's borrowed amount U - L, attributed to the
-share's jobs in victim order), in-share victims strictly lower in priority,
-and every RUNNABLE job left with a pending reason and a position.
+no borrowing on capacity held for jobs preempted in the same tick, borrow ceilings held,
+cross-share preemption only by a share within its limit and only of borrowing jobs (those
+holding part of their share's borrowed amount U - L, attributed to the share's jobs in victim
+order), in-share victims strictly lower in priority, and every RUNNABLE job left with a
+pending reason and a position.
 """
 
 from __future__ import annotations
@@ -87,6 +88,7 @@ class _Replay:
         for preemption in dispatch.preempted:
             self._check_preemption(preemption, job, share)
         slack_before = self.ledger.reserve_slack(unit)
+        lendable_before = self.ledger.lendable_slack(unit)
         if share.limit(unit) <= 0:
             self.fail(f"{job.id} dispatched on {unit}, for which share {share.name} has no limit")
         if not self.ledger.within_ceiling(share, job):
@@ -98,6 +100,10 @@ class _Replay:
             self.fail(f"{job.id} puts {unit} over capacity ({self.ledger.free(unit)} free)")
         if self.ledger.reserve_slack(unit) < min(0, slack_before):
             self.fail(f"{job.id} takes idle capacity a RESERVE share holds on {unit}")
+        if self.ledger.is_borrowing(share, unit) and self.ledger.lendable_slack(unit) < min(
+            0, lendable_before
+        ):
+            self.fail(f"{job.id} borrows capacity held for jobs preempted this tick on {unit}")
         if dispatch.borrowing != self.ledger.is_borrowing(share, unit):
             self.fail(f"{job.id} borrowing flag is {dispatch.borrowing}, ledger disagrees")
 
@@ -124,7 +130,7 @@ class _Replay:
                 self.fail(f"{victim.id} preempted to fit {victim.unit} but was not needed")
 
     def _remove(self, victim: Job, owner: Share) -> None:
-        self.ledger.remove(victim, owner)
+        self.ledger.preempt(victim, owner)
         self.dispatched.discard(victim.id)
         self.runnable.add(victim.id)
 

@@ -5,11 +5,17 @@ U(s, u) a share's usage (instances of its dispatched jobs), F(u) = C(u) - sum U(
 free capacity. The idle capacity of an ENABLED RESERVE share, max(0, L - U), is never usable
 by another share; all other free capacity is lendable. The ledger keeps the sum of reserved
 idle capacity per unit up to date on every change so each question below costs O(1).
+
+Capacity that this tick's preemptions free below a lending share's limit is *held* for the
+rest of the tick: a dispatch within its share's quota may use it, a borrowing one may not.
+The share's preempted jobs come back next tick within its quota and would take a borrower
+started on it straight back, so lending it for one tick only buys a preemption. (An ENABLED
+RESERVE share holds all its idle capacity anyway.)
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 
 from scheduler.model import Job, Share
@@ -27,6 +33,10 @@ class Ledger:
             self.usage[job.share, job.unit] += job.quantity
             self.total[job.unit] += job.quantity
         self.reserved_idle: dict[str, int] = defaultdict(int)
+        self.held: dict[str, int] = defaultdict(int)
+        self._usage_before: dict[tuple[str, str], int] = {}
+        # Per (share, unit) that lost jobs this tick, how many it lost of each size.
+        self._preempted: dict[tuple[str, str], Counter[int]] = defaultdict(Counter)
         for share in shares.values():
             if share.reserves_idle:
                 for unit in share.limits:
@@ -58,6 +68,18 @@ class Ledger:
         """Free capacity beyond all reserved idle capacity; never driven below zero by a plan."""
         return self.free(unit) - self.reserved_idle.get(unit, 0)
 
+    def lendable_slack(self, unit: str) -> int:
+        """Free capacity beyond reserved and held capacity: what borrowing may take."""
+        return self.reserve_slack(unit) - self.held.get(unit, 0)
+
+    def room_for(self, share: Share, job: Job, released: int = 0) -> int:
+        """The capacity `job` may start on once `released` of its share's instances go:
+        held capacity only while the job keeps its share within its limit."""
+        room = self.available_to(share, job.unit)
+        if self.used(share, job.unit) - released + job.quantity > share.limit(job.unit):
+            room -= self.held.get(job.unit, 0) - self._held(share, job.unit)
+        return room
+
     def is_borrowing(self, share: Share, unit: str) -> bool:
         return self.used(share, unit) > share.limit(unit)
 
@@ -73,17 +95,33 @@ class Ledger:
         return (
             share.limit(job.unit) > 0
             and self.within_ceiling(share, job)
-            and self.available_to(share, job.unit) >= job.quantity
+            and self.room_for(share, job) >= job.quantity
         )
 
     def add(self, job: Job, share: Share) -> None:
         self._change(share, job.unit, job.quantity)
 
-    def remove(self, job: Job, share: Share) -> None:
+    def preempt(self, job: Job, share: Share) -> None:
+        key = (share.name, job.unit)
+        self._usage_before.setdefault(key, self.usage.get(key, 0))
+        self._preempted[key][job.quantity] += 1
         self._change(share, job.unit, -job.quantity)
+
+    def _held(self, share: Share, unit: str) -> int:
+        """What this tick's preemptions freed below the share's limit, as far as the jobs
+        it preempted could each come back within quota."""
+        key = (share.name, unit)
+        if key not in self._usage_before or share.reserves_idle:
+            return 0
+        limit = share.limit(unit)
+        idle = max(0, limit - self.usage[key])
+        freed = idle - max(0, limit - self._usage_before[key])
+        returning = sum(q * n for q, n in self._preempted[key].items() if q <= idle)
+        return max(0, min(freed, returning))
 
     def _change(self, share: Share, unit: str, delta: int) -> None:
         before = self._idle(share, unit) if share.reserves_idle else 0
+        held_before = self._held(share, unit)
         self.usage[share.name, unit] += delta
         self.total[unit] += delta
         if self.usage[share.name, unit] > share.limit(unit):
@@ -92,3 +130,4 @@ class Ledger:
             self.borrowers[unit].discard(share.name)
         if share.reserves_idle:
             self.reserved_idle[unit] += self._idle(share, unit) - before
+        self.held[unit] += self._held(share, unit) - held_before

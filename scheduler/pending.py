@@ -40,7 +40,7 @@ def reason_for(ledger: Ledger, share: Share, job: Job) -> PendingReason:
     if not share.could_ever_hold(job):
         return _R.EXCEEDS_SHARE_CEILING
     wanted = ledger.used(share, unit) + job.quantity
-    fits_capacity = ledger.available_to(share, unit) >= job.quantity
+    fits_capacity = ledger.room_for(share, job) >= job.quantity
     if wanted <= limit or fits_capacity and ledger.within_ceiling(share, job):
         return _R.WAITING_FOR_CAPACITY
     if share.strategy is not Strategy.LEND_AND_BORROW:

@@ -254,7 +254,7 @@ class _Tick:
         self.dispatches.append(Dispatch(job.id, borrowing, tuple(preemptions)))
 
     def _preempt(self, victim: Job) -> None:
-        self.ledger.remove(victim, self.shares[victim.share])
+        self.ledger.preempt(victim, self.shares[victim.share])
         self.victims.discard(victim)
         self.preempted[victim.share].append(victim)
 

@@ -156,12 +156,12 @@ class VictimPool:
 
     def in_share(self, ledger: Ledger, share: Share, head: Job) -> list[Job] | None:
         """In-share: strictly lower-priority jobs of the share whose removal lets the head start."""
-        available = ledger.available_to(share, head.unit)
         own = self._of_share(head.unit, share.name)
         lower = list(takewhile(lambda job: job.priority < head.priority, own))
 
         def enough(freed: int) -> bool:
-            return available + freed >= head.quantity and ledger.within_ceiling(share, head, freed)
+            room = ledger.room_for(share, head, released=freed)
+            return room + freed >= head.quantity and ledger.within_ceiling(share, head, freed)
 
         return _minimal_set(lower, self._gone, _any_job, enough, _Freed())
 

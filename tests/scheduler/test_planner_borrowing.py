@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
+
+from scheduler import Dispatch, InvariantViolation, Plan, check_plan
 from tests.scheduler.builders import (
     LAB,
     LEND,
+    NOW,
     RESERVE,
     plan,
     preempted,
@@ -133,3 +137,65 @@ def test_capacity_lowered_below_usage_dispatches_nothing_on_that_unit():
     result = plan(snapshot(2, [share("a", 4), share("b", 2, LAB)], jobs))
     assert started(result) == set()
     assert preempted(result) == set()
+
+
+def _a_lender_loses_both_its_jobs(*extra):
+    # "team" (limit 3) borrows 4 with two jobs, both holding borrowed instances in victim
+    # order: "small" (dispatched last) holds 3, "big" holds 1. The owner's two jobs take them
+    # back one each, so "team" ends the tick with nothing running and "small", at the front of
+    # its share, able to come back within its limit.
+    shares = [
+        share("team", 3, LAB),
+        share("owner", 5, LEND),
+        share("other", 1, LAB),
+        share("third", 2, LEND),
+    ]
+    jobs = [
+        running("big", "team", 4, at=1, since=1),
+        running("small", "team", 3, at=0, since=2),
+        running("x", "other", 1, since=1),
+        runnable("o1", "owner", 2, at=2),
+        runnable("o2", "owner", 3, at=3),
+        runnable("y", "other", 1, at=4),
+        *extra,
+    ]
+    return shares, jobs
+
+
+def test_what_a_tick_takes_back_below_a_lenders_limit_is_not_lent_that_tick():
+    # Lent, the 3 instances freed below team's limit would start "y" only for "small" to
+    # take it back the next tick, within team's quota.
+    shares, jobs = _a_lender_loses_both_its_jobs()
+    first = plan(snapshot(9, shares, jobs))
+    assert started(first) == {"o1", "o2"}
+    assert preempted(first, "cross_share") == {"small", "big"}
+    assert reason(first, "y") == "NOTHING_TO_BORROW"
+    after = [
+        running("o1", "owner", 2, at=2, since=NOW),
+        running("o2", "owner", 3, at=3, since=NOW),
+        running("x", "other", 1, since=1),
+        runnable("small", "team", 3, at=0),
+        runnable("big", "team", 4, at=1),
+        runnable("y", "other", 1, at=4),
+    ]
+    second = plan(snapshot(9, shares, after))
+    assert "small" in started(second)
+    assert preempted(second) == set()
+
+
+def test_a_job_within_its_own_quota_may_start_on_what_is_held():
+    # "third" is within its limit: what it takes is its own, never taken back, so the hold
+    # does not stop it.
+    shares, jobs = _a_lender_loses_both_its_jobs(runnable("z", "third", 2, at=5))
+    result = plan(snapshot(9, shares, jobs))
+    assert started(result) == {"o1", "o2", "z"}
+    assert reason(result, "y") == "NOTHING_TO_BORROW"
+
+
+def test_the_checker_refuses_a_plan_that_lends_what_is_held():
+    shares, jobs = _a_lender_loses_both_its_jobs()
+    snap = snapshot(9, shares, jobs)
+    honest = plan(snap)
+    lending = Plan(honest.now, (*honest.dispatches, Dispatch("y", True, ())))
+    with pytest.raises(InvariantViolation, match="y borrows capacity held for jobs preempted"):
+        check_plan(snap, lending, pending=False)

@@ -106,13 +106,6 @@ def _takes_back_only_what_straddles_a_limit(snapshot: Snapshot) -> None:
         assert straddling or exposed, f"{dispatch.job_id} takes back what was lent: {taken}"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="a known flaw, found by the property above on Dec 7: a tick takes a lending "
-    "share's job that straddles its limit whole and lends the part below the limit to another "
-    "share's borrower; the next tick takes that borrower back for the preempted job's retry",
-)
 @pytest.mark.parametrize(
     "lender",
     [
