@@ -34,6 +34,7 @@ class Ledger:
             self.total[job.unit] += job.quantity
         self.reserved_idle: dict[str, int] = defaultdict(int)
         self.held: dict[str, int] = defaultdict(int)
+        self._held_by: dict[tuple[str, str], int] = {}  # each share's part of `held`
         self._usage_before: dict[tuple[str, str], int] = {}
         # Per (share, unit) that lost jobs this tick, how many it lost of each size.
         self._preempted: dict[tuple[str, str], Counter[int]] = defaultdict(Counter)
@@ -77,7 +78,8 @@ class Ledger:
         held capacity only while the job keeps its share within its limit."""
         room = self.available_to(share, job.unit)
         if self.used(share, job.unit) - released + job.quantity > share.limit(job.unit):
-            room -= self.held.get(job.unit, 0) - self._held(share, job.unit)
+            own = self._held_by.get((share.name, job.unit), 0)
+            room -= self.held.get(job.unit, 0) - own
         return room
 
     def is_borrowing(self, share: Share, unit: str) -> bool:
@@ -121,7 +123,6 @@ class Ledger:
 
     def _change(self, share: Share, unit: str, delta: int) -> None:
         before = self._idle(share, unit) if share.reserves_idle else 0
-        held_before = self._held(share, unit)
         self.usage[share.name, unit] += delta
         self.total[unit] += delta
         if self.usage[share.name, unit] > share.limit(unit):
@@ -130,4 +131,8 @@ class Ledger:
             self.borrowers[unit].discard(share.name)
         if share.reserves_idle:
             self.reserved_idle[unit] += self._idle(share, unit) - before
-        self.held[unit] += self._held(share, unit) - held_before
+        key = (share.name, unit)
+        if key in self._usage_before:
+            held = self._held(share, unit)
+            self.held[unit] += held - self._held_by.get(key, 0)
+            self._held_by[key] = held

@@ -199,3 +199,25 @@ def test_the_checker_refuses_a_plan_that_lends_what_is_held():
     lending = Plan(honest.now, (*honest.dispatches, Dispatch("y", True, ())))
     with pytest.raises(InvariantViolation, match="y borrows capacity held for jobs preempted"):
         check_plan(snap, lending, pending=False)
+
+
+def test_a_share_losing_jobs_to_both_kinds_of_preemption_is_held_for_once():
+    # Capacity was lowered below usage (10 on 9). "lab" loses its 4-instance job to the
+    # reserving share, then two low-priority ones to its own head: each loss changes what is
+    # held for it, and the held capacity, counted once, leaves nothing for "lab"'s borrower.
+    shares = [share("lab", 6, LAB, in_share=True), share("res", 4, RESERVE, enabled=False)]
+    jobs = [
+        running("wide", "lab", 4, priority=3, at=5, since=0),
+        running("pair", "lab", 2, priority=3, since=0),
+        running("one", "lab", 1, priority=3, since=0),
+        running("low1", "lab", 1, since=0),
+        running("low2", "lab", 1, since=0),
+        running("r1", "res", 1, since=0),
+        runnable("r3", "res", 3, at=1),
+        runnable("high", "lab", 2, priority=3, at=2),
+        runnable("borrower", "lab", 2),
+    ]
+    result = plan(snapshot(9, shares, jobs))
+    assert started(result) == {"r3", "high"}
+    assert preempted(result, "cross_share") == {"wide"}
+    assert preempted(result, "in_share") == {"low1", "low2"}
