@@ -26,6 +26,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "scripts"))  # scripts/ is not a package
+import leftovers  # noqa: E402
 
 
 def free_port() -> int:
@@ -40,11 +42,13 @@ class Stack:
     def __init__(self, database: str, *, prefix: str, host_timeout: int = 8):
         self.run = secrets.token_hex(3)
         self.database = f"{database}_{self.run}"
+        leftovers.remove_folders_whose_owner_is_gone(Path(tempfile.gettempdir()), prefix)
         self.dir = Path(tempfile.mkdtemp(prefix=prefix))
         self.dir.chmod(0o711)
+        leftovers.mark_folder(self.dir, self.run)
         server = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/quotaportal")
         redis_server = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
-        self.redis_url = claim_redis_database(redis_server, self.run)
+        self.redis_url = leftovers.claim_redis_database(redis_server, self.run)
         self.database_created = False
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -75,6 +79,7 @@ class Stack:
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=leftovers.ended_with(os.getpid()),
         )
 
     def manage(self, *command: str) -> str:
@@ -90,13 +95,20 @@ class Stack:
         return done.stdout
 
     def fresh_database(self) -> None:
-        """Create this run's database (CREATE fails rather than reuse one that exists)."""
+        """Create this run's database and its tables."""
+        self.create_database()
+        self.manage("migrate", "--noinput")
+
+    def create_database(self) -> None:
+        """CREATE fails rather than reuse one that exists. First, the databases of runs that
+        were killed outright go."""
         import psycopg
 
         with psycopg.connect(self._admin_url(), autocommit=True) as conn:
+            leftovers.drop_databases_whose_owner_is_gone(conn)
             conn.execute(f"CREATE DATABASE {self.database}")
+            leftovers.mark_database(conn, self.database, self.run)
         self.database_created = True
-        self.manage("migrate", "--noinput")
 
     def _admin_url(self) -> str:
         return self.env["DATABASE_URL"].rsplit("/", 1)[0] + "/postgres"
@@ -109,7 +121,14 @@ class Stack:
             with psycopg.connect(self._admin_url(), autocommit=True) as conn:
                 conn.execute(f"DROP DATABASE IF EXISTS {self.database} WITH (FORCE)")
             self.database_created = False
-        release_redis_database(self.redis_url, self.run)
+        leftovers.release_redis_database(self.redis_url, self.run)
+
+    def _keep_database(self) -> None:
+        import psycopg
+
+        if self.database_created:
+            with psycopg.connect(self._admin_url(), autocommit=True) as conn:
+                leftovers.mark_database(conn, self.database, None)
 
     def user_token(self, user: str, *flags: str) -> str:
         return self.manage("create_user", user, *flags).strip().splitlines()[-1]
@@ -253,12 +272,15 @@ class Stack:
                 os.killpg(process.pid, signal.SIGKILL)
         if not (keep_data if keep_logs is None else keep_logs):
             shutil.rmtree(self.dir, ignore_errors=True)
+        else:
+            leftovers.mark_folder(self.dir, None)  # kept: no later run may sweep it
         if not keep_data:
             self.discard_data()
         else:
+            self._keep_database()
             # A kept run is read from its PostgreSQL database and its logs; its Redis database
             # (queued tasks, tick marks) is emptied anyway, or kept runs would use up all 15.
-            release_redis_database(self.redis_url, self.run)
+            leftovers.release_redis_database(self.redis_url, self.run)
         for number in self.handlers_replaced:
             signal.signal(number, signal.SIG_DFL)
         self.handlers_replaced = []
@@ -282,34 +304,6 @@ def stop_on_termination() -> list[signal.Signals]:
 
 def _exit_on_signal(number, _frame) -> None:
     raise SystemExit(128 + number)
-
-
-CLAIM_KEY = "quotaportal:claimed-by"
-
-
-def claim_redis_database(server_url: str, run: str) -> str:
-    """The URL of a Redis database on `server_url` that was empty, claimed for `run` (a key
-    set only if absent, so two runs never take the same one), never the one `server_url`
-    names. Highest numbers first: the lowest are where other applications usually live."""
-    import redis
-
-    base, named = server_url.rsplit("/", 1)
-    for number in range(15, 0, -1):
-        if str(number) == named:
-            continue  # the database REDIS_URL names is its user's, empty or not
-        client = redis.Redis.from_url(f"{base}/{number}")
-        if client.dbsize() == 0 and client.set(CLAIM_KEY, run, nx=True):
-            return f"{base}/{number}"
-    raise SystemExit(f"no empty Redis database on {base} to use; free one (1-15) and try again")
-
-
-def release_redis_database(url: str, run: str) -> None:
-    """Empty the claimed database, if the claim is still this run's."""
-    import redis
-
-    client = redis.Redis.from_url(url)
-    if client.get(CLAIM_KEY) == run.encode():
-        client.flushdb()
 
 
 class Rest:

@@ -110,9 +110,9 @@ def broker():
 
     stack = stack_module()
     run = f"test-celery-{os.getpid()}"
-    url = stack.claim_redis_database(os.environ["REDIS_URL"], run)
+    url = stack.leftovers.claim_redis_database(os.environ["REDIS_URL"], run)
     yield url
-    stack.release_redis_database(url, run)
+    stack.leftovers.release_redis_database(url, run)
 
 
 def pytest_collection_modifyitems(items):

@@ -64,5 +64,77 @@ def test_a_run_ended_by_sigterm_stops_its_services_and_frees_its_redis_database(
         run.wait()
         with contextlib.suppress(ProcessLookupError):
             os.kill(int(pid), signal.SIGKILL)
-        stack_module().release_redis_database(redis_url, name)  # only if still its claim
+        stack_module().leftovers.release_redis_database(redis_url, name)  # only if still its claim
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_what_a_run_killed_outright_leaves_goes_with_the_next_run():
+    """`kill -9` of a benchmark runs no `finally`: its services die with it, and the next run
+    sweeps its Redis database, its PostgreSQL database and its folder. A kept run's folder
+    stays."""
+    stack = stack_module()
+    kept = stack.Stack("quotaportal_stack_test", prefix="qp-stack-test-")
+    kept.stop(keep_data=True)  # its folder, with no database made
+    killed = KILLED.replace("DATABASE_URL_HERE", os.environ["DATABASE_URL"])
+    run = subprocess.Popen(
+        [sys.executable, "-c", killed], cwd=REPO, stdout=subprocess.PIPE, text=True
+    )
+    pid, redis_url, name, folder, database = run.stdout.readline().split()
+    store = redis.Redis.from_url(redis_url)
+    after = None
+    try:
+        run.kill()
+        run.wait()
+        wait_until(lambda: not pid_alive(int(pid)), timeout=10, what="the service to end with it")
+        claim = stack.leftovers.CLAIM_KEY
+        assert store.get(claim).decode().startswith(name), "still claimed, for now"
+        after = stack.Stack("quotaportal_stack_test", prefix="qp-stack-test-")
+        after.create_database()
+        assert not os.path.exists(folder)
+        assert os.path.isdir(kept.dir), "a kept run's folder is never swept"
+        mark = store.get(claim)
+        assert mark is None or not mark.decode().startswith(name), "its Redis database is free"
+        assert database not in _databases(), "its PostgreSQL database is gone"
+        assert after.database in _databases(), "the new run's own is there"
+    finally:  # what a failure here would leave behind
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(pid), signal.SIGKILL)
+        stack.leftovers.release_redis_database(redis_url, name)
+        shutil.rmtree(folder, ignore_errors=True)
+        shutil.rmtree(kept.dir, ignore_errors=True)
+        if after is not None:
+            after.stop()
+        _drop(database)
+
+
+# A run that claims its Redis database, creates its PostgreSQL database, starts one service
+# and waits to be killed.
+KILLED = """
+import sys, time
+sys.path.insert(0, "scripts")
+import stack
+run = stack.Stack("quotaportal_stack_test", prefix="qp-stack-test-")
+run.create_database()
+run.start("service", ["sleep", "600"])
+pid = run.processes["service"].pid
+print(pid, run.redis_url, run.run, run.dir, run.database, flush=True)
+time.sleep(600)
+"""
+
+
+def _admin():
+    import psycopg
+
+    return psycopg.connect(
+        os.environ["DATABASE_URL"].rsplit("/", 1)[0] + "/postgres", autocommit=True
+    )
+
+
+def _databases() -> set[str]:
+    with _admin() as conn:
+        return {row[0] for row in conn.execute("SELECT datname FROM pg_database")}
+
+
+def _drop(database: str) -> None:
+    with _admin() as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
