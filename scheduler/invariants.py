@@ -100,9 +100,8 @@ class _Replay:
             self.fail(f"{job.id} puts {unit} over capacity ({self.ledger.free(unit)} free)")
         if self.ledger.reserve_slack(unit) < min(0, slack_before):
             self.fail(f"{job.id} takes idle capacity a RESERVE share holds on {unit}")
-        if self.ledger.is_borrowing(share, unit) and self.ledger.lendable_slack(unit) < min(
-            0, lendable_before
-        ):
+        lent_held = self.ledger.lendable_slack(unit) < min(0, lendable_before)
+        if lent_held and self.ledger.is_borrowing(share, unit):
             self.fail(f"{job.id} borrows capacity held for jobs preempted this tick on {unit}")
         if dispatch.borrowing != self.ledger.is_borrowing(share, unit):
             self.fail(f"{job.id} borrowing flag is {dispatch.borrowing}, ledger disagrees")
