@@ -61,14 +61,7 @@ def test_the_demo_serves_runs_a_job_to_success_and_stops_cleanly(repo, tmp_path)
         token = None
         deadline = time.monotonic() + 90
         while token is None and time.monotonic() < deadline:
-            token = next(
-                (
-                    m.group(1)
-                    for line in lines
-                    if (m := re.search(r"^\s+admin\s+password \S+\s+token (\w+)", line))
-                ),
-                None,
-            )
+            token = admin_token(lines)
             time.sleep(0.3)
         assert token, "the demo printed no admin login:\n" + "".join(lines)
         base = f"http://127.0.0.1:{port}"
@@ -105,12 +98,63 @@ def test_the_demo_serves_runs_a_job_to_success_and_stops_cleanly(repo, tmp_path)
     assert not any("/api/v1/agent/heartbeat/" in line for line in lines), "heartbeats are DEBUG"
 
 
+def test_the_demo_started_again_runs_jobs_again(repo, tmp_path):
+    """A second `make demo` on the same database: its new agent token takes over the host
+    the first run's token held, and a job submitted then runs."""
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'demo.sqlite3'}",
+        "REDIS_URL": "",
+        "QP_TICK_SECONDS": "1",
+    }
+    for run in ("first", "second"):
+        port = free_port()
+        demo = subprocess.Popen(
+            [sys.executable, "manage.py", "demo", "--port", str(port)],
+            cwd=repo,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+        lines: list[str] = []
+        threading.Thread(target=lines.extend, args=(demo.stdout,), daemon=True).start()
+        try:
+            deadline = time.monotonic() + 90
+            while not any("registered demo-host-1" in line for line in lines):
+                assert time.monotonic() < deadline, "no agent registered:\n" + "".join(lines)
+                time.sleep(0.3)
+            job = readme_curl_submits_a_job(repo, exported(lines))
+            status = job["status"]
+            while status not in ("RUNNING", "SUCCEEDED", "FAILED"):
+                assert time.monotonic() < deadline, f"the {run} run's job stays {status}"
+                time.sleep(0.5)
+                url = f"http://127.0.0.1:{port}/api/v1/jobs/{job['id']}/"
+                status = get_json(url, admin_token(lines))["status"]
+            assert status == "RUNNING", f"the {run} run's job is {status}"
+            assert not any("refused the token" in line for line in lines), "".join(lines[-30:])
+        finally:
+            os.killpg(demo.pid, signal.SIGINT)
+            try:
+                demo.wait(timeout=25)
+            except subprocess.TimeoutExpired:
+                os.killpg(demo.pid, signal.SIGKILL)
+                raise
+
+
+def admin_token(lines: list[str]) -> str | None:
+    """The admin's API token the demo printed, once it has."""
+    pattern = r"^\s+admin\s+password \S+\s+token (\w+)"
+    return next((m.group(1) for line in lines if (m := re.search(pattern, line))), None)
+
+
 def exported(lines: list[str]) -> str:
     """The `export QP_URL=… TOKEN=…` line the demo prints for the docs' samples."""
     return next(line.strip() for line in lines if line.strip().startswith("export QP_URL="))
 
 
-def readme_curl_submits_a_job(repo: Path, export: str) -> None:
+def readme_curl_submits_a_job(repo: Path, export: str) -> dict:
     """The README's curl example, exactly as written, after the line the demo printed for
     it: on whatever port the demo was given, it reaches this demo as alice."""
     readme = (repo / "README.md").read_text()
@@ -126,6 +170,7 @@ def readme_curl_submits_a_job(repo: Path, export: str) -> None:
     created = json.loads(done.stdout)
     assert (created["job_queue"], created["quota_share"]) == ("gpu-queue", "QS1")
     assert created["status"] in ("RUNNABLE", "SCHEDULED"), "queued (or dispatched at once)"
+    return created
 
 
 def test_the_demo_takes_its_port_from_make_and_says_so(repo):

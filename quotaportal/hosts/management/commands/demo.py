@@ -25,11 +25,14 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
 from quotaportal.hosts import services as host_services
+from quotaportal.hosts.models import GpuHost
 from quotaportal.notifications import tasks as notifications
 from quotaportal.quotas.management.commands.seed_demo import UNIT
 from quotaportal.quotas.models import Job, ServiceEnvironment
 from quotaportal.tick.loop import SchedulerLoop
 from quotaportal.usage.tasks import RollupThread
+
+DEMO_HOST = "demo-host-1"
 
 
 def wait_for_port(host: str, port: int, timeout: float = 60.0) -> bool:
@@ -64,7 +67,7 @@ class Command(BaseCommand):
         call_command(
             "seed_demo", *seed_args, *(["--password", password] if password else []), stdout=seeded
         )
-        token = host_services.create_agent_token(None, ServiceEnvironment.objects.get(name="demo"))
+        token = self.agent_token(ServiceEnvironment.objects.get(name="demo"))
         url = f"http://127.0.0.1:{port}"
         if "QP_PUBLIC_URL" not in os.environ:  # the links in e-mails and Slack point here
             settings.QP_PUBLIC_URL = url
@@ -102,6 +105,16 @@ class Command(BaseCommand):
                 agent["process"].terminate()
                 agent["process"].wait(timeout=60)
 
+    def agent_token(self, env: ServiceEnvironment) -> str:
+        """A token for the demo's host. An earlier run's host still belongs to that run's token,
+        which ended with it (tokens are stored hashed, so it cannot be handed on): release the
+        host first, as an admin would, so this run's agent may register it. Attempts the last
+        run left open end as on any lost host ("Host lost"), retried while attempts remain."""
+        host = GpuHost.objects.filter(service_environment=env, name=DEMO_HOST).first()
+        if host is not None and host.agent_token_id is not None:
+            host_services.release_host(None, host)
+        return host_services.create_agent_token(None, env, DEMO_HOST)
+
     def start_agent(self, url: str, port: int, token: str, gpus: int, holder: dict) -> None:
         if not wait_for_port("127.0.0.1", port):
             self.stderr.write("the web server did not start; no agent launched")
@@ -115,7 +128,7 @@ class Command(BaseCommand):
                 "--server",
                 url,
                 "--name",
-                "demo-host-1",
+                DEMO_HOST,
                 "--simulate",
                 str(gpus),
                 "--capacity-unit",
