@@ -119,7 +119,9 @@ class Command(BaseCommand):
         if not wait_for_port("127.0.0.1", port):
             self.stderr.write("the web server did not start; no agent launched")
             return
-        work_dir = Path(settings.BASE_DIR) / "var" / "agent"
+        # One folder per port: a restarted agent kills what its folder says it left running,
+        # so two demos on two ports must not share one.
+        work_dir = Path(settings.BASE_DIR) / "var" / f"agent-{port}"
         holder["process"] = subprocess.Popen(
             [
                 sys.executable,
