@@ -84,14 +84,7 @@ def test_the_demo_serves_runs_a_job_to_success_and_stops_cleanly(repo, tmp_path)
         assert "quotaportal_environment_capacity" in scraped
         running = get_json(f"{base}/api/v1/jobs/?status=RUNNING", token)["count"]
     finally:
-        os.killpg(demo.pid, signal.SIGINT)  # Ctrl-C in the terminal reaches the whole group
-        # Every job is signalled at once: the stop takes one grace period at most (the demo
-        # jobs checkpoint at once), never one per job; 30 s is the queue's grace.
-        try:
-            demo.wait(timeout=25)
-        except subprocess.TimeoutExpired:
-            os.killpg(demo.pid, signal.SIGKILL)
-            raise
+        stop_demo(demo, repo, port)
     assert running >= 1, "jobs were running when Ctrl-C came"
     with socket.socket() as probe:
         assert probe.connect_ex(("127.0.0.1", port)) != 0, "the web server stopped"
@@ -135,12 +128,21 @@ def test_the_demo_started_again_runs_jobs_again(repo, tmp_path):
             assert status == "RUNNING", f"the {run} run's job is {status}"
             assert not any("refused the token" in line for line in lines), "".join(lines[-30:])
         finally:
-            os.killpg(demo.pid, signal.SIGINT)
-            try:
-                demo.wait(timeout=25)
-            except subprocess.TimeoutExpired:
-                os.killpg(demo.pid, signal.SIGKILL)
-                raise
+            stop_demo(demo, repo, port)
+
+
+def stop_demo(demo: subprocess.Popen, repo: Path, port: int) -> None:
+    """Ctrl-C in the terminal, which reaches the whole group; then its agent's folder goes.
+    Every job is signalled at once: the stop takes one grace period at most (the demo jobs
+    checkpoint at once), never one per job; 30 s is the queue's grace."""
+    os.killpg(demo.pid, signal.SIGINT)
+    try:
+        demo.wait(timeout=25)
+    except subprocess.TimeoutExpired:
+        os.killpg(demo.pid, signal.SIGKILL)
+        raise
+    finally:
+        shutil.rmtree(repo / "var" / f"agent-{port}", ignore_errors=True)
 
 
 def admin_token(lines: list[str]) -> str | None:
