@@ -4,7 +4,9 @@ process logging to a file in a work folder.
 
 It never touches what it did not create: its PostgreSQL database is new and named for this
 run (`quotaportal_soak_3f9a1c`), its Redis database one that was empty and that it claimed
-(DATABASE_URL and REDIS_URL name the servers), and stop() drops and flushes only those."""
+(DATABASE_URL and REDIS_URL name the servers), and stop() drops and flushes only those. The
+one exception is what an earlier run killed outright left, which a new run sweeps
+(scripts/leftovers.py says how it knows)."""
 
 from __future__ import annotations
 
