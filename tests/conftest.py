@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +49,30 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
     database = settings.DATABASES["default"]
     if database["ENGINE"].endswith("postgresql"):
         database.setdefault("TEST", {})["NAME"] = f"test_{database['NAME']}_{os.getpid()}"
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker):
+    """pytest-django's, and before it drops the test database, the sessions some test left
+    open on it, named with the last statement each ran: the drop fails while one is open
+    (a warning, "being accessed by other users"), and this says whose it is."""
+    yield
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pid, state, backend_start, left(query, 300) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        left_open = cursor.fetchall()
+    for pid, state, began, query in left_open:
+        warnings.warn(
+            f"a session left open on the test database: pid {pid}, {state}, since {began}, "
+            f"last ran: {query}",
+            stacklevel=1,
+        )
 
 
 @pytest.fixture
