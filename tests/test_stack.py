@@ -75,9 +75,8 @@ def test_what_a_run_killed_outright_leaves_goes_with_the_next_run():
     stack = stack_module()
     kept = stack.Stack("quotaportal_stack_test", prefix="qp-stack-test-")
     kept.stop(keep_data=True)  # its folder, with no database made
-    killed = KILLED.replace("DATABASE_URL_HERE", os.environ["DATABASE_URL"])
     run = subprocess.Popen(
-        [sys.executable, "-c", killed], cwd=REPO, stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", KILLED], cwd=REPO, stdout=subprocess.PIPE, text=True
     )
     pid, redis_url, name, folder, database = run.stdout.readline().split()
     store = redis.Redis.from_url(redis_url)
