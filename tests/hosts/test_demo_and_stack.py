@@ -37,8 +37,8 @@ def get_json(url: str, token: str) -> dict:
         return json.loads(response.read())
 
 
-def test_the_demo_serves_runs_a_job_to_success_and_stops_cleanly(repo, tmp_path):
-    port = free_port()
+def start_demo(repo: Path, tmp_path: Path, port: int) -> tuple[subprocess.Popen, list[str]]:
+    """`make demo` on a database in `tmp_path`, and the lines it prints as they come."""
     env = {
         **os.environ,
         "DATABASE_URL": f"sqlite:///{tmp_path / 'demo.sqlite3'}",
@@ -55,8 +55,13 @@ def test_the_demo_serves_runs_a_job_to_success_and_stops_cleanly(repo, tmp_path)
         start_new_session=True,
     )
     lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(demo.stdout), daemon=True)
-    reader.start()
+    threading.Thread(target=lines.extend, args=(demo.stdout,), daemon=True).start()
+    return demo, lines
+
+
+def test_the_demo_serves_runs_a_job_to_success_and_stops_cleanly(repo, tmp_path):
+    port = free_port()
+    demo, lines = start_demo(repo, tmp_path, port)
     try:
         token = None
         deadline = time.monotonic() + 90
@@ -94,25 +99,9 @@ def test_the_demo_serves_runs_a_job_to_success_and_stops_cleanly(repo, tmp_path)
 def test_the_demo_started_again_runs_jobs_again(repo, tmp_path):
     """A second `make demo` on the same database: its new agent token takes over the host
     the first run's token held, and a job submitted then runs."""
-    env = {
-        **os.environ,
-        "DATABASE_URL": f"sqlite:///{tmp_path / 'demo.sqlite3'}",
-        "REDIS_URL": "",
-        "QP_TICK_SECONDS": "1",
-    }
     for run in ("first", "second"):
         port = free_port()
-        demo = subprocess.Popen(
-            [sys.executable, "manage.py", "demo", "--port", str(port)],
-            cwd=repo,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            start_new_session=True,
-        )
-        lines: list[str] = []
-        threading.Thread(target=lines.extend, args=(demo.stdout,), daemon=True).start()
+        demo, lines = start_demo(repo, tmp_path, port)
         try:
             deadline = time.monotonic() + 90
             while not any("registered demo-host-1" in line for line in lines):
