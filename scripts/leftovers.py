@@ -53,13 +53,15 @@ def claim_redis_database(server_url: str, run: str) -> str:
         if str(number) == named:
             continue  # the database REDIS_URL names is its user's, empty or not
         client = redis.Redis.from_url(f"{base}/{number}")
-        _free_if_its_owner_is_gone(client)
-        if client.dbsize() == 0 and client.set(CLAIM_KEY, owner(run), nx=True):
+        if client.dbsize() and not _freed_from_a_gone_owner(client):
+            continue
+        if client.set(CLAIM_KEY, owner(run), nx=True):
             return f"{base}/{number}"
     raise SystemExit(f"no empty Redis database on {base} to use; free one (1-15) and try again")
 
 
-def _free_if_its_owner_is_gone(client) -> None:
+def _freed_from_a_gone_owner(client) -> bool:
+    """Empty a database a gone run claimed; whether it was emptied."""
     import redis
 
     with client.pipeline() as pipe:
@@ -67,12 +69,13 @@ def _free_if_its_owner_is_gone(client) -> None:
             pipe.watch(CLAIM_KEY)
             mark = pipe.get(CLAIM_KEY)
             if mark is None or not _owner_is_gone(mark.decode()):
-                return
+                return False
             pipe.multi()  # flushed only if the claim is still the same, unchanged since
             pipe.flushdb()
             pipe.execute()
+            return True
         except redis.WatchError:
-            return
+            return False
 
 
 def release_redis_database(url: str, run: str) -> None:
