@@ -111,10 +111,10 @@ class Ledger:
 
     def _held(self, share: Share, unit: str) -> int:
         """What this tick's preemptions freed below the share's limit, as far as the jobs
-        it preempted could each come back within quota."""
-        key = (share.name, unit)
-        if key not in self._usage_before or share.reserves_idle:
+        it preempted could each come back within quota (for a share that lost some)."""
+        if share.reserves_idle:
             return 0
+        key = (share.name, unit)
         limit = share.limit(unit)
         idle = max(0, limit - self.usage[key])
         freed = idle - max(0, limit - self._usage_before[key])
